@@ -1,0 +1,151 @@
+"""The `cuda-gym` command line: demo, judge, tasks.
+
+Usage::
+
+    cuda-gym demo [--device auto|cuda|cpu] [--task ID] [--json]
+    cuda-gym judge TASK.py SOLUTION.py [--kernels DIR] [--device ...] [--mode ...] [--json]
+    cuda-gym tasks list [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from cuda_gym.errors import CudaGymError
+
+
+def _print_json(obj) -> None:
+    print(json.dumps(obj, indent=2, default=str))
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Play the scripted demo episode."""
+    from cuda_gym.demo import SCRIPTED_TASKS, run_demo
+
+    if args.task not in SCRIPTED_TASKS:
+        print(
+            f"error: the scripted demo agent has solutions for {', '.join(SCRIPTED_TASKS)} only, "
+            f"not {args.task!r}",
+            file=sys.stderr,
+        )
+        return 2
+    result = run_demo(device=args.device, task_id=args.task)
+    if args.json:
+        _print_json(result.summary())
+    else:
+        for turn in result.transcript:
+            banner = "AGENT" if turn["role"] == "agent" else "ENV"
+            print(f"\n===== {banner} " + "=" * 60)
+            print(turn["text"])
+        print("\n===== RESULT " + "=" * 59)
+        _print_json(result.summary())
+    return 0 if result.reward >= 1 else 1
+
+
+def cmd_judge(args: argparse.Namespace) -> int:
+    """Judge a KernelBench-format solution file against a task file."""
+    from cuda_gym.judge import Judge, JudgeConfig
+    from cuda_gym.judge.device import resolve_device
+    from cuda_gym.tasks import task_from_file
+
+    device = resolve_device(args.device)
+    task = task_from_file(args.task).for_device(device)
+    config = JudgeConfig(device=device, tolerance_mode=args.mode)
+    with tempfile.TemporaryDirectory(prefix="cuda_gym_cli_") as tmp:
+        shutil.copyfile(args.solution, Path(tmp) / "model_new.py")
+        if args.kernels:
+            shutil.copytree(args.kernels, Path(tmp) / "kernels")
+        verdict = Judge(config).evaluate(task, tmp, timing=not args.no_timing)
+    result = verdict.to_dict()
+    if args.json:
+        _print_json(result)
+    else:
+        for key in (
+            "verdict",
+            "reward",
+            "compiled",
+            "correct",
+            "speedup_vs_eager",
+            "speedup_vs_compile",
+            "time_ms",
+            "max_abs_error",
+            "error",
+        ):
+            print(f"{key:>20}: {result[key]}")
+    return 0
+
+
+def cmd_tasks_list(args: argparse.Namespace) -> int:
+    """List the built-in tasks."""
+    from cuda_gym.tasks import builtin_task, builtin_task_ids
+
+    rows = []
+    for task_id in builtin_task_ids():
+        task = builtin_task(task_id)
+        rows.append(
+            {"task_id": task_id, "description": task.description, "hash": task.content_hash[:16]}
+        )
+    if args.json:
+        _print_json(rows)
+    else:
+        width = max(len(r["task_id"]) for r in rows)
+        for r in rows:
+            print(f"{r['task_id']:<{width}}  {r['description']}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `cuda-gym`."""
+    parser = argparse.ArgumentParser(prog="cuda-gym", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser(
+        "demo",
+        help="play a scripted episode (inspect, write, compile, run, "
+        "profile, submit) and print the transcript and result",
+    )
+    demo.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    demo.add_argument("--task", default="sigmoid_gated_multiply", help="built-in task id")
+    demo.add_argument("--json", action="store_true", help="print one JSON object only")
+    demo.set_defaults(func=cmd_demo)
+
+    judge = sub.add_parser("judge", help="judge a KernelBench-format solution against a task")
+    judge.add_argument("task", help="task file (class Model, get_inputs, get_init_inputs)")
+    judge.add_argument("solution", help="solution file defining class ModelNew")
+    judge.add_argument("--kernels", help="directory of kernel sources, built as kernels_ext")
+    judge.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    judge.add_argument(
+        "--mode", default="kernelbench", choices=["kernelbench", "paper"], help="tolerance mode"
+    )
+    judge.add_argument("--no-timing", action="store_true", help="check correctness only")
+    judge.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    judge.set_defaults(func=cmd_judge)
+
+    tasks = sub.add_parser("tasks", help="task sets")
+    tasks_sub = tasks.add_subparsers(dest="tasks_command", required=True)
+    tasks_list = tasks_sub.add_parser("list", help="list the built-in tasks")
+    tasks_list.add_argument("--json", action="store_true")
+    tasks_list.set_defaults(func=cmd_tasks_list)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `cuda-gym` console script."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    try:
+        return args.func(args)
+    except (CudaGymError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""EnvConfig: what an episode of CudaKernel-v0 looks like (task choice, budgets, judge)."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass
+
+from cuda_gym.errors import ConfigError
+from cuda_gym.judge import JudgeConfig
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Configuration of CudaKernelEnv; every field can be passed to `gym.make` by name.
+
+    Attributes:
+        device: "auto" (GPU when one is usable, else CPU), "cuda" or "cpu".
+        task: A fixed task for every episode: a built-in id, a path to a KernelBench-format
+            file, or source text. None samples from `task_ids`.
+        task_ids: Built-in task ids to sample from when `task` is None (None = all built-ins).
+        max_turns: Steps per episode before truncation.
+        time_budget_s: Wall-clock seconds per episode before truncation.
+        max_invalid_actions: Malformed actions tolerated before truncation.
+        max_observation_chars: Bound on one observation's length.
+        judge_on_truncation: Judge the last workspace state when the episode is truncated.
+        tolerance_mode: Correctness tolerance mode of the judge ("kernelbench" or "paper").
+        judge: Full judge configuration; overrides `tolerance_mode` when given. Its device is
+            set from `device`.
+        workspace_dir: Parent directory for episode workspaces (default: system temp dir).
+    """
+
+    device: str = "auto"
+    task: str | None = None
+    task_ids: tuple[str, ...] | None = None
+    max_turns: int = 40
+    time_budget_s: float = 3600.0
+    max_invalid_actions: int = 8
+    max_observation_chars: int = 16_000
+    judge_on_truncation: bool = True
+    tolerance_mode: str = "kernelbench"
+    judge: JudgeConfig | None = None
+    workspace_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.device not in ("auto", "cuda", "cpu"):
+            raise ConfigError(f"device must be 'auto', 'cuda' or 'cpu', got {self.device!r}")
+        if self.max_turns < 1:
+            raise ConfigError("max_turns must be at least 1")
+        if self.time_budget_s <= 0:
+            raise ConfigError("time_budget_s must be positive")
+        if self.max_invalid_actions < 1:
+            raise ConfigError("max_invalid_actions must be at least 1")
+        if self.max_observation_chars < 1000:
+            raise ConfigError("max_observation_chars must be at least 1000")
+        if self.task_ids is not None:
+            if isinstance(self.task_ids, str) or not self.task_ids:
+                raise ConfigError("task_ids must be a non-empty tuple of task ids")
+            object.__setattr__(self, "task_ids", tuple(self.task_ids))
+
+    @classmethod
+    def from_kwargs(cls, base: EnvConfig | None = None, **overrides) -> EnvConfig:
+        """Build a config from `base` with named fields replaced; unknown names raise.
+
+        Raises:
+            ConfigError: A name is not a field of EnvConfig (the message suggests the closest).
+        """
+        names = [f.name for f in dataclasses.fields(cls)]
+        for key in overrides:
+            if key not in names:
+                close = difflib.get_close_matches(key, names, n=1)
+                hint = f" Did you mean {close[0]!r}?" if close else ""
+                raise ConfigError(f"Unknown CudaKernelEnv option {key!r}.{hint}")
+        return dataclasses.replace(base or cls(), **overrides)
+
+    def judge_config(self, device: str) -> JudgeConfig:
+        """The judge configuration for the resolved device."""
+        if self.judge is not None:
+            return dataclasses.replace(self.judge, device=device)
+        return JudgeConfig(device=device, tolerance_mode=self.tolerance_mode)

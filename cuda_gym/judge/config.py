@@ -1,0 +1,94 @@
+"""JudgeConfig: how the judge builds, checks and times a candidate."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cuda_gym.errors import ConfigError
+
+TOLERANCES = {
+    # mode: (atol, rtol). "kernelbench" matches KernelBench's current fp32 check; "paper" the
+    # 1e-2 used by the KernelBench paper and the CUDA-Agent paper.
+    "kernelbench": (1e-4, 1e-4),
+    "paper": (1e-2, 1e-2),
+}
+BASELINES = ("eager", "compile")
+
+
+def default_cache_dir() -> Path:
+    """The build and baseline cache: $CUDA_GYM_CACHE, else ~/.cache/cuda_gym."""
+    env = os.environ.get("CUDA_GYM_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "cuda_gym"
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """How to judge a candidate solution.
+
+    Attributes:
+        device: "cuda" or "cpu"; the env resolves "auto" before building this.
+        tolerance_mode: Name of the (atol, rtol) pair used for correctness, see TOLERANCES.
+        correctness_trials: Input sets (fresh random seeds) checked per evaluation.
+        warmup_runs: Untimed calls before timing.
+        timed_runs: Timed calls; the median is reported.
+        baselines: Which baselines to time: "eager" and/or "compile" (torch.compile).
+        reward_margin: Relative margin a speedup must exceed to earn a milestone (0.05 = 5 %).
+        build_timeout_s: Limit for building the kernels/ extension (or a load_inline solution).
+        run_timeout_s: Limit for one reference or candidate process, building excluded.
+        compile_baseline_timeout_s: Extra time the reference process gets for torch.compile.
+        cache_dir: Where builds and baseline timings are cached; None uses default_cache_dir().
+        cuda_flags: Extra nvcc flags for kernels/*.cu.
+        cxx_flags: Extra C++ compiler flags for kernels/*.cpp.
+    """
+
+    device: str = "cpu"
+    tolerance_mode: str = "kernelbench"
+    correctness_trials: int = 5
+    warmup_runs: int = 3
+    timed_runs: int = 20
+    baselines: tuple[str, ...] = BASELINES
+    reward_margin: float = 0.05
+    build_timeout_s: float = 600.0
+    run_timeout_s: float = 120.0
+    compile_baseline_timeout_s: float = 300.0
+    cache_dir: Path | None = None
+    cuda_flags: tuple[str, ...] = ("-O3",)
+    cxx_flags: tuple[str, ...] = ("-O3",)
+
+    def __post_init__(self) -> None:
+        if self.device not in ("cuda", "cpu"):
+            raise ConfigError(f"JudgeConfig.device must be 'cuda' or 'cpu', got {self.device!r}")
+        if self.tolerance_mode not in TOLERANCES:
+            raise ConfigError(
+                f"Unknown tolerance_mode {self.tolerance_mode!r}; use one of {sorted(TOLERANCES)}"
+            )
+        for name in ("correctness_trials", "timed_runs"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"JudgeConfig.{name} must be at least 1")
+        if self.warmup_runs < 0:
+            raise ConfigError("JudgeConfig.warmup_runs must be >= 0")
+        unknown = set(self.baselines) - set(BASELINES)
+        if unknown:
+            raise ConfigError(f"Unknown baselines {sorted(unknown)}; use a subset of {BASELINES}")
+        for name in ("build_timeout_s", "run_timeout_s", "compile_baseline_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"JudgeConfig.{name} must be positive")
+        if not 0 <= self.reward_margin < 1:
+            raise ConfigError("JudgeConfig.reward_margin must be in [0, 1)")
+
+    @property
+    def atol(self) -> float:
+        """Absolute tolerance of the tolerance mode."""
+        return TOLERANCES[self.tolerance_mode][0]
+
+    @property
+    def rtol(self) -> float:
+        """Relative tolerance of the tolerance mode."""
+        return TOLERANCES[self.tolerance_mode][1]
+
+    @property
+    def resolved_cache_dir(self) -> Path:
+        """cache_dir, or the default cache directory."""
+        return Path(self.cache_dir) if self.cache_dir else default_cache_dir()

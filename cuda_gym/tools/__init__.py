@@ -1,0 +1,56 @@
+"""The agent's tools, one module per action, and the dispatcher that runs a parsed call."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import time
+
+from cuda_gym.actions import ToolCall
+from cuda_gym.tools import build, files, profile, skills, submit, verify
+from cuda_gym.tools.base import Tool, ToolArgumentError, ToolContext, ToolResult
+
+TOOLS: dict[str, Tool] = {
+    tool.name: tool
+    for module in (files, build, verify, profile, skills, submit)
+    for tool in module.TOOLS
+}
+CORE_TOOLS = ("edit_file", "compile", "run", "profile")
+
+
+def tool_schemas() -> list[dict]:
+    """OpenAI function-calling schemas of every tool (a fresh copy each call)."""
+    return [copy.deepcopy(tool.schema()) for tool in TOOLS.values()]
+
+
+def execute_call(ctx: ToolContext, call: ToolCall) -> ToolResult:
+    """Run one parsed tool call. Unknown tools and bad arguments give an invalid result."""
+    start = time.monotonic()
+    tool = TOOLS.get(call.name)
+    if tool is None:
+        close = difflib.get_close_matches(call.name, list(TOOLS), n=2)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        message = f"Unknown tool {call.name!r}.{hint} Tools: {', '.join(TOOLS)}"
+        return ToolResult(
+            call.name, ok=False, text=f"Error: {message}", invalid=True, data={"error": message}
+        )
+    try:
+        args = tool.validate(call.arguments)
+    except ToolArgumentError as exc:
+        return ToolResult(
+            call.name, ok=False, text=f"Error: {exc}", invalid=True, data={"error": str(exc)}
+        )
+    result = tool.handler(ctx, args)
+    result.duration_s = time.monotonic() - start
+    return result
+
+
+__all__ = [
+    "CORE_TOOLS",
+    "TOOLS",
+    "Tool",
+    "ToolContext",
+    "ToolResult",
+    "execute_call",
+    "tool_schemas",
+]

@@ -1,0 +1,80 @@
+import os
+import sys
+import time
+
+from cuda_gym.runtime import python_child_env, run_process
+
+
+def test_captures_output_and_status():
+    proc = run_process([sys.executable, "-c", "print('hi'); import sys; sys.exit(3)"], timeout_s=30)
+    assert proc.stdout.strip() == "hi" and proc.returncode == 3 and not proc.ok
+    assert proc.describe_failure() == "failed with exit status 3"
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path):
+    marker = tmp_path / "grandchild.pid"
+    code = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        f"open({str(marker)!r}, 'w').write(str(p.pid))\n"
+        "time.sleep(600)\n"
+    )
+    start = time.monotonic()
+    proc = run_process([sys.executable, "-c", code], timeout_s=3)
+    assert proc.timed_out and time.monotonic() - start < 20
+    assert "timed out" in proc.describe_failure(3)
+    grandchild = int(marker.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        # A zombie still answers kill(0); check /proc for its state.
+        try:
+            with open(f"/proc/{grandchild}/stat") as f:
+                if f.read().split()[2] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("grandchild survived the group kill")
+
+
+def test_signal_death_is_named():
+    proc = run_process(
+        [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"],
+        timeout_s=30,
+    )
+    assert proc.signal_name == "SIGSEGV"
+    assert "SIGSEGV" in proc.describe_failure()
+
+
+def test_huge_output_is_bounded():
+    proc = run_process(
+        [sys.executable, "-c", "import sys; sys.stdout.write('x' * 5_000_000)"],
+        timeout_s=30,
+        max_output_chars=1000,
+    )
+    assert len(proc.stdout) < 1200 and "bytes of output cut" in proc.stdout
+
+
+def test_stdin_data_reaches_the_child():
+    proc = run_process(
+        [sys.executable, "-c", "import sys; print(sys.stdin.read()[::-1])"],
+        timeout_s=30,
+        stdin_data=b"abc",
+    )
+    assert proc.stdout.strip() == "cba"
+
+
+def test_child_env_makes_the_package_importable(tmp_path):
+    env = python_child_env({"PATH": os.environ["PATH"]})
+    proc = run_process(
+        [sys.executable, "-c", "import cuda_gym.runtime; print('ok')"],
+        timeout_s=60,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert proc.stdout.strip() == "ok", proc.stderr
