@@ -110,6 +110,7 @@ class Judge:
         verdict.stage = "build"
         build = build_kernels(snap / KERNELS_DIR, cfg, self.info.arch)
         verdict.build = build
+        verdict.stage_times_s["build"] = build.duration_s
         if not build.ok:
             verdict.error = "Build failed:\n" + build.errors
             return
@@ -140,6 +141,7 @@ class Judge:
             timeout_s=cfg.run_timeout_s + (cfg.build_timeout_s if uses_inline else 0),
         )
         verdict.stage = cand.get("stage", "load")
+        verdict.stage_times_s["candidate"] = cand["duration_s"]
         if not cand["ok"]:
             build_failed = bool(cand.get("result", {}).get("build_failed"))
             verdict.compiled = not build_failed
@@ -172,6 +174,7 @@ class Judge:
             timeout_s=cfg.run_timeout_s
             + (cfg.compile_baseline_timeout_s if "compile" in wanted else 0),
         )
+        verdict.stage_times_s["reference"] = ref["duration_s"]
         if not ref["ok"]:
             raise WorkerError(f"the reference for task {task.task_id!r} failed: {ref['error']}")
         baselines = dict(cached or {})
@@ -235,7 +238,13 @@ class Judge:
         stage = stage_file.read_text() if stage_file.exists() else "start"
         result = json.loads(result_path.read_text()) if result_path.exists() else None
         if result is not None and result.get("ok") and proc.ok:
-            return {"ok": True, "stage": stage, "result": result, "outputs_path": outputs_path}
+            return {
+                "ok": True,
+                "stage": stage,
+                "result": result,
+                "outputs_path": outputs_path,
+                "duration_s": proc.duration_s,
+            }
         if result is not None and not result.get("ok"):
             error = result.get("error") or "failed"
         else:
@@ -243,7 +252,13 @@ class Judge:
             tail = (proc.stderr or proc.stdout).strip()[-1500:]
             if tail:
                 error += "\n" + tail
-        return {"ok": False, "stage": stage, "result": result or {}, "error": error}
+        return {
+            "ok": False,
+            "stage": stage,
+            "result": result or {},
+            "error": error,
+            "duration_s": proc.duration_s,
+        }
 
 
 def _scratch_dir() -> str | None:

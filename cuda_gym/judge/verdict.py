@@ -76,6 +76,7 @@ class Verdict:
         profile_table: Top kernels/operators by device time, when profiled.
         details: Per-trial mismatch notes and other diagnostics.
         duration_s: Wall-clock seconds of the whole evaluation.
+        stage_times_s: Wall-clock seconds per step: "build", "candidate", "reference".
     """
 
     compiled: bool = False
@@ -102,6 +103,7 @@ class Verdict:
     profile_table: str | None = None
     details: list[str] = field(default_factory=list)
     duration_s: float = 0.0
+    stage_times_s: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """A JSON-ready dict of every field."""

@@ -77,7 +77,10 @@ def _make_inputs(task, seed: int, device: str) -> list:
     import torch
 
     torch.manual_seed(seed)
-    inputs = task.get_inputs()
+    # Create tensors directly on the device: random generation of GiB-sized inputs on the CPU
+    # would dominate the judge's time. Both processes use the same device RNG, so they agree.
+    with torch.device(device):
+        inputs = task.get_inputs()
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
@@ -132,7 +135,8 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
     numerics = _pin_numerics()
     task = _import_file("reference_task", req["task_path"])
     torch.manual_seed(req["init_seed"])
-    model = task.Model(*task.get_init_inputs()).to(device)
+    with torch.device(device):
+        model = task.Model(*task.get_init_inputs()).to(device)
     comparison = None
     first_inputs = None
     with torch.no_grad():
@@ -191,7 +195,8 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
     task = _import_file("reference_task", req["task_path"])
     init_inputs = task.get_init_inputs()
     torch.manual_seed(req["init_seed"])
-    reference_state = task.Model(*init_inputs).state_dict()
+    with torch.device(device):
+        reference_state = task.Model(*init_inputs).state_dict()
     input_sets = [_make_inputs(task, seed, device) for seed in seeds]
     init_seed = req.pop("init_seed")
     del seeds
