@@ -1,0 +1,576 @@
+"""Reject solution sources whose code (read with the AST, never run) tries to game the judge."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+RULES: dict[str, str] = {
+    "syntax": "model_new.py must parse as Python.",
+    "try_except": "No try/except (a fallback hides a failing kernel) and no __exit__ methods.",
+    "forbidden_import": "Import only torch (not torch._dynamo, _inductor, jit, fx, library, "
+    "multiprocessing, distributed, export or compiler), math, typing, __future__, numbers, "
+    "functools, dataclasses, collections, kernels_ext, cupy and triton; no relative or * imports.",
+    "reference_access": "No `model`, `reference_task` or `reference` imports and no name `Model`.",
+    "dynamic_code": "No exec, eval, compile, __import__, globals, locals, vars, breakpoint, open, "
+    "input, three-argument type(), or getattr/setattr/delattr with a computed name or a module.",
+    "introspection": "No dunder or frame attributes that reach interpreter state (__class__, "
+    "__globals__, __dict__, __builtins__, f_back, _getframe, ...).",
+    "monkey_patch": "No assignment or del on attributes or items of imported modules.",
+    "precision_flags": "No changes to global numerics or determinism (torch.backends flags and "
+    "setters, set_float32_matmul_precision, set_default_dtype, use_deterministic_algorithms, ...).",
+    "torch_compile": "No torch.compile, Module.compile, torch.jit, torch._dynamo, torch._inductor, "
+    "torch.fx, torch.export or torch.compiler.",
+    "tensor_subclass": "No tensor subclasses or torch modes, __torch_function__, "
+    "__torch_dispatch__, as_subclass or _make_subclass.",
+    "side_stream": "No streams, events or CUDA graphs unless the task allows streams.",
+    "op_registration": "No torch.library, torch.ops.load_library, or cpp_extension builds with "
+    "is_python_module=False or **kwargs.",
+    "global_state": "No state across calls: no global/nonlocal, no mutation of module-level "
+    "objects in functions, no stores on self in forward, no data_ptr(), no argument caches.",
+}
+
+ALLOWED_MODULES = frozenset(
+    "torch math typing __future__ numbers functools dataclasses collections kernels_ext cupy "
+    "triton".split()
+)
+FORBIDDEN_TORCH_MODULES = tuple(
+    "torch._dynamo torch._inductor torch.jit torch.fx torch.library torch.multiprocessing "
+    "torch.distributed torch.export torch.compiler".split()
+)
+REFERENCE_MODULES = frozenset({"model", "reference_task", "reference"})
+
+_TRY_NODES = tuple(getattr(ast, name) for name in ("Try", "TryStar") if hasattr(ast, name))
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_DYNAMIC_CALLS = frozenset(
+    "exec eval compile __import__ globals locals vars breakpoint open input".split()
+)
+_ATTR_FUNCTIONS = frozenset({"getattr", "setattr", "delattr"})
+_INTROSPECTION_NAMES = frozenset({"__builtins__", "__loader__", "__spec__"})
+_ATTRIBUTE_RULES: dict[str, str] = {
+    **dict.fromkeys(
+        "__class__ __subclasses__ __globals__ __code__ __dict__ __builtins__ __closure__ __mro__ "
+        "__bases__ __base__ __getattribute__ __self__ __func__ __wrapped__ __traceback__ "
+        "__setattr__ __delattr__ f_back f_globals f_locals f_code gi_frame cr_frame ag_frame "
+        "tb_frame _getframe".split(),
+        "introspection",
+    ),
+    **dict.fromkeys(
+        "as_subclass _make_subclass _make_wrapper_subclass __torch_function__ "
+        "__torch_dispatch__".split(),
+        "tensor_subclass",
+    ),
+    "data_ptr": "global_state",
+    "_cdata": "global_state",
+    "Model": "reference_access",
+}
+_COMPILE_NAMES = tuple(
+    "torch.compile torch.jit torch._dynamo torch._inductor torch.fx torch.export "
+    "torch.compiler".split()
+)
+_REGISTRATION_NAMES = tuple(
+    "torch.library torch._library torch.ops.load_library torch.ops.import_module "
+    "torch.classes.load_library".split()
+)
+_PRECISION_NAMES = frozenset(
+    "set_float32_matmul_precision set_default_dtype set_default_tensor_type set_default_device "
+    "set_flush_denormal use_deterministic_algorithms set_deterministic_debug_mode".split()
+)
+_BACKEND_SETTERS = ("set_", "enable_", "disable_", "preferred_", "flags", "sdp_kernel")
+_STREAM_NAMES = tuple(
+    "torch.cuda.Stream torch.cuda.stream torch.cuda.set_stream torch.cuda.ExternalStream "
+    "torch.cuda.StreamContext torch.cuda.Event torch.cuda.graph torch.cuda.CUDAGraph "
+    "torch.cuda.make_graphed_callables torch.cuda.streams torch.cuda.graphs torch.Stream "
+    "torch.Event".split()
+)
+_TENSOR_BASES = frozenset(
+    "torch.Tensor torch._C.TensorBase torch._C._TensorBase torch.nn.Parameter "
+    "torch.nn.parameter.Parameter torch.nn.Buffer torch.nn.parameter.Buffer "
+    "torch.overrides.TorchFunctionMode torch.utils._python_dispatch.TorchDispatchMode".split()
+)
+_TORCH_HOOKS = frozenset({"__torch_function__", "__torch_dispatch__"})
+_CPP_BUILDERS = frozenset(
+    {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"}
+)
+_MUTATORS = frozenset(
+    "append extend insert add update setdefault pop popitem clear remove discard appendleft "
+    "extendleft __setitem__ __delitem__".split()
+)
+# `add` is left out for self: `self.bias.add(x)` is a tensor op, not a container mutation.
+_SELF_MUTATORS = _MUTATORS - {"add"} | {"register_buffer", "register_parameter", "register_module"}
+_ARG_CACHES = frozenset({"functools.lru_cache", "functools.cache"})
+_FORWARD_NAMES = frozenset({"forward", "__call__"})
+
+_MESSAGES = {
+    "syntax": "model_new.py does not parse ({error}); fix the syntax.",
+    "try": "try/except is not allowed (a fallback hides a failing kernel); let errors propagate "
+    "and fix the kernel instead.",
+    "exit": "Defining `{name}` is not allowed (a context manager can swallow exceptions); let "
+    "errors propagate and fix the kernel instead.",
+    "import": "Importing `{name}` is not allowed; use only torch, math, typing, functools, "
+    "dataclasses, collections, numbers and your kernels (kernels_ext or load_inline).",
+    "relative": "Relative imports are not allowed; import torch or kernels_ext by name.",
+    "star": "`from {name} import *` is not allowed; import the names you use explicitly.",
+    "reference_import": "Importing `{name}` reaches the reference; implement the computation "
+    "in your own kernels instead.",
+    "Model": "The reference `Model` must not be used; write ModelNew(nn.Module) with your own "
+    "kernels instead.",
+    "dynamic": "`{name}` is not allowed; write plain code that calls your kernels directly.",
+    "type3": "Three-argument `type()` is not allowed; define classes with a class statement.",
+    "attr_name": "`{name}()` needs a string literal attribute name; access the attribute directly.",
+    "attr_module": "`{name}()` on an imported module is not allowed; use `module.attribute` "
+    "directly and never replace it.",
+    "introspection": "`{name}` reaches interpreter or harness state; use only your module's "
+    "own attributes and the forward arguments.",
+    "monkey_patch": "Assigning or deleting `{name}` patches an imported module; change only your "
+    "own objects, such as attributes of self in __init__.",
+    "precision_flags": "`{name}` changes the harness's numerics or determinism; leave global "
+    "settings alone and choose precision inside your kernel.",
+    "torch_compile": "`{name}` compiles PyTorch code; implement the computation in your own "
+    "kernels instead.",
+    "tensor_subclass": "`{name}` subclasses or intercepts torch tensors; return plain "
+    "torch.Tensor outputs computed by your kernels.",
+    "side_stream": "`{name}` is not allowed; launch every kernel on the current stream so the "
+    "timer sees all of the work.",
+    "op_registration": "`{name}` registers operators globally; expose your kernels through "
+    "kernels_ext or a load_inline Python module instead.",
+    "cpp_build": "Build extensions as Python modules with explicit keyword arguments (no "
+    "is_python_module=False, no **kwargs) and call their functions directly.",
+    "pointer": "`{name}` is not allowed in Python (it keys caches by pointer); compute every "
+    "output from the current inputs.",
+    "global": "`{name}` keeps state across calls; load extensions at module level and create "
+    "parameters and buffers in __init__.",
+    "module_state": "`{name}` mutates module-level state inside a function; compute every output "
+    "from the current inputs.",
+    "arg_cache": "`@{name}` caches results by argument; compute every output from the current "
+    "inputs.",
+    "forward_state": "`{name}` stores state on the module inside forward, which carries results "
+    "across calls; create parameters and buffers in __init__ and only read them in forward.",
+}
+
+
+@dataclass(frozen=True)
+class StaticViolation:
+    """One rule broken by a solution's source.
+
+    Attributes:
+        rule: Short code, a key of RULES.
+        line: 1-based line of the offending code, 0 if unknown.
+        message: One sentence for the agent: what is forbidden and what to do instead.
+    """
+
+    rule: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.rule} (line {self.line}): {self.message}"
+
+
+@dataclass(frozen=True)
+class _Module:
+    """What the checks need to know about a parsed solution.
+
+    Attributes:
+        tree: The parsed source.
+        aliases: Local name -> dotted path it stands for (`F` -> `torch.nn.functional`), from
+            imports and from plain assignments of such paths (`E = torch.cuda.Event`).
+        bindings: Module-level names bound by assignment, def or class (not by import).
+        containers: The bindings whose value is a mutable container (dict, list, set, ...).
+        targets: id() of every node on the object chain of an assignment or del target.
+        called: id() of every node that is the function of a call.
+        allow_streams: Whether side streams, events and graphs are allowed.
+    """
+
+    tree: ast.Module
+    aliases: dict[str, str]
+    bindings: frozenset[str]
+    containers: frozenset[str]
+    targets: frozenset[int]
+    called: frozenset[int]
+    allow_streams: bool
+
+
+def check_solution_source(source: str, *, allow_streams: bool = False) -> list[StaticViolation]:
+    """Check a solution's source against every rule in RULES, without running it.
+
+    Args:
+        source: The text of model_new.py.
+        allow_streams: Allow side streams, events and CUDA graphs (the `side_stream` rule).
+
+    Returns:
+        The violations sorted by line, at most one per rule and line; empty for a clean
+        solution. Never raises: a source that does not parse gives one "syntax" violation.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        return [StaticViolation("syntax", exc.lineno or 0, _message("syntax", error=exc.msg))]
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return [StaticViolation("syntax", 0, _message("syntax", error=str(exc) or "too deep"))]
+    mod = _analyse(tree, allow_streams)
+    checks = (_check_try, _check_imports, _check_names, _check_attributes, _check_calls)
+    found: dict[tuple[str, int], StaticViolation] = {}
+    for check in (*checks, _check_stores, _check_classes, _check_state):
+        for violation in check(mod):
+            found.setdefault((violation.rule, violation.line), violation)
+    return sorted(found.values(), key=lambda v: (v.line, v.rule))
+
+
+def _message(key: str, **fields: str) -> str:
+    return _MESSAGES[key].format(**fields)
+
+
+def _at(node: ast.AST, rule: str, key: str | None = None, name: str = "") -> StaticViolation:
+    line = getattr(node, "lineno", 0)
+    return StaticViolation(rule, line, _message(key or rule, name=name))
+
+
+def _code(node: ast.AST) -> str:
+    """Short source text of `node`, for messages."""
+    try:
+        text = ast.unparse(node)
+    except RecursionError:
+        return type(node).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _under(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _qualified_name(node: ast.AST, aliases: dict[str, str]) -> str | None:
+    """The dotted path an attribute chain stands for, or None if it does not start at an import."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name) and node.id in aliases:
+        return ".".join([aliases[node.id], *reversed(parts)])
+    return None
+
+
+def _root(node: ast.AST, *, through_calls: bool = False) -> ast.AST:
+    """The innermost object of `a.b[c].d` (and of `a.f(x).b` when through_calls)."""
+    while True:
+        if isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        elif through_calls and isinstance(node, ast.Call):
+            node = node.func
+        else:
+            return node
+
+
+def _is_store(node: ast.AST) -> bool:
+    """An attribute or item target of an assignment, augmented assignment or del."""
+    return isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(
+        node.ctx, (ast.Store, ast.Del)
+    )
+
+
+def _has_params(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> bool:
+    a = fn.args
+    return bool(a.posonlyargs or a.args or a.kwonlyargs or a.vararg or a.kwarg)
+
+
+def _analyse(tree: ast.Module, allow_streams: bool) -> _Module:
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                top = alias.name.partition(".")[0]
+                aliases[alias.asname or top] = alias.name if alias.asname else top
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                if alias.name != "*":
+                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    _add_assigned_aliases(tree, aliases)
+    bindings, containers = set(), set()
+    for stmt in tree.body:
+        if isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
+            bindings.add(stmt.name)
+        for target in getattr(stmt, "targets", [getattr(stmt, "target", None)]):
+            if isinstance(target, ast.Name) and target.id not in aliases:
+                bindings.add(target.id)
+                if _is_container(getattr(stmt, "value", None), aliases):
+                    containers.add(target.id)
+    targets = set()
+    for node in filter(_is_store, ast.walk(tree)):
+        while isinstance(node, (ast.Attribute, ast.Subscript)):
+            targets.add(id(node))
+            node = node.value
+        targets.add(id(node))
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    return _Module(
+        tree,
+        aliases,
+        frozenset(bindings),
+        frozenset(containers),
+        frozenset(targets),
+        frozenset(called),
+        allow_streams,
+    )
+
+
+def _add_assigned_aliases(tree: ast.Module, aliases: dict[str, str]) -> None:
+    """Follow `E = torch.cuda.Event` so that `E(...)` is seen as `torch.cuda.Event(...)`."""
+    assigns = [n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign))]
+    changed = True
+    while changed:
+        changed = False
+        for node in assigns:
+            name = node.value and _qualified_name(node.value, aliases)
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                # The first binding wins, so two assignments cannot flip a name back and forth.
+                if name and isinstance(target, ast.Name) and target.id not in aliases:
+                    aliases[target.id] = name
+                    changed = True
+
+
+def _is_container(value: ast.AST | None, aliases: dict[str, str]) -> bool:
+    if isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)):
+        return True
+    if not isinstance(value, ast.Call):
+        return False
+    if isinstance(value.func, ast.Name) and value.func.id in ("dict", "list", "set", "bytearray"):
+        return True
+    return (_qualified_name(value.func, aliases) or "").startswith("collections.")
+
+
+def _check_try(mod: _Module) -> Iterator[StaticViolation]:
+    for node in ast.walk(mod.tree):
+        if isinstance(node, _TRY_NODES) and node.handlers:
+            yield _at(node, "try_except", "try")
+        elif isinstance(node, _FUNCTIONS) and node.name in ("__exit__", "__aexit__"):
+            yield _at(node, "try_except", "exit", node.name)
+
+
+def _check_imports(mod: _Module) -> Iterator[StaticViolation]:
+    for node in ast.walk(mod.tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield from _check_module(node, alias.name)
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            yield _at(node, "forbidden_import", "relative")
+        elif isinstance(node, ast.ImportFrom):
+            yield from _check_module(node, node.module or "")
+            for alias in node.names:
+                if alias.name == "*":
+                    yield _at(node, "forbidden_import", "star", node.module or "")
+                else:
+                    yield from _check_module(node, f"{node.module}.{alias.name}")
+
+
+def _check_module(node: ast.AST, module: str) -> Iterator[StaticViolation]:
+    top = module.partition(".")[0]
+    if top in REFERENCE_MODULES:
+        yield _at(node, "reference_access", "reference_import", module)
+    elif top not in ALLOWED_MODULES or _under(module, FORBIDDEN_TORCH_MODULES):
+        yield _at(node, "forbidden_import", "import", module)
+
+
+def _check_names(mod: _Module) -> Iterator[StaticViolation]:
+    # A builtin such as `input` used as a value (`o = open`) is flagged only where the source
+    # never binds that name itself, so parameters and variables called `input` stay legal.
+    bound = mod.aliases.keys() | mod.bindings | _bound_names(mod.tree)
+    for node in ast.walk(mod.tree):
+        if not isinstance(node, ast.Name):
+            continue
+        if node.id == "Model":
+            yield _at(node, "reference_access", "Model")
+        elif node.id in _INTROSPECTION_NAMES:
+            yield _at(node, "introspection", name=node.id)
+        elif node.id in _TORCH_HOOKS and isinstance(node.ctx, ast.Store):
+            yield _at(node, "tensor_subclass", name=node.id)
+        elif node.id in _DYNAMIC_CALLS | _ATTR_FUNCTIONS and node.id not in bound:
+            if id(node) not in mod.called:
+                yield _at(node, "dynamic_code", "dynamic", node.id)
+
+
+def _bound_names(tree: ast.Module) -> set[str]:
+    """Every name the source binds anywhere: variables, parameters, functions and classes."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
+            names.add(node.name)
+    return names
+
+
+def _check_attributes(mod: _Module) -> Iterator[StaticViolation]:
+    for node in ast.walk(mod.tree):
+        if isinstance(node, ast.Attribute) and node.attr in _ATTRIBUTE_RULES:
+            yield _attribute_violation(node, node.attr)
+        if not isinstance(node, (ast.Attribute, ast.Name)) or id(node) in mod.targets:
+            continue
+        name = _qualified_name(node, mod.aliases)
+        rule = name and _name_rule(name, mod.allow_streams)
+        if rule:
+            yield _at(node, rule, name=name)
+
+
+def _attribute_violation(node: ast.AST, attr: str) -> StaticViolation:
+    rule = _ATTRIBUTE_RULES[attr]
+    key = {"global_state": "pointer", "reference_access": "Model"}.get(rule, rule)
+    return _at(node, rule, key, attr)
+
+
+def _name_rule(name: str, allow_streams: bool) -> str | None:
+    """The rule that a use of the dotted path `name` breaks, if any."""
+    if _under(name, _COMPILE_NAMES):
+        return "torch_compile"
+    if _under(name, _REGISTRATION_NAMES):
+        return "op_registration"
+    module, _, last = name.rpartition(".")
+    if (module == "torch" and last in _PRECISION_NAMES) or name.startswith("torch._C._set_"):
+        return "precision_flags"
+    if module.startswith("torch.backends") and last.startswith(_BACKEND_SETTERS):
+        return "precision_flags"
+    if not allow_streams and _under(name, _STREAM_NAMES):
+        return "side_stream"
+    return None
+
+
+def _check_calls(mod: _Module) -> Iterator[StaticViolation]:
+    shadowed = mod.aliases.keys() | mod.bindings
+    for node in ast.walk(mod.tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func, name = node.func, _qualified_name(node.func, mod.aliases)
+        if isinstance(func, ast.Name) and func.id not in shadowed:
+            yield from _check_builtin_call(node, func.id, mod)
+        elif isinstance(func, ast.Attribute) and func.attr == "compile" and name is None:
+            yield _at(node, "torch_compile", name=_code(func))  # nn.Module.compile()
+        if name in _CPP_BUILDERS and any(
+            k.arg is None or (k.arg == "is_python_module" and not _is_true(k.value))
+            for k in node.keywords
+        ):
+            yield _at(node, "op_registration", "cpp_build")
+
+
+def _is_true(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is True
+
+
+def _check_builtin_call(node: ast.Call, name: str, mod: _Module) -> Iterator[StaticViolation]:
+    if name in _DYNAMIC_CALLS:
+        yield _at(node, "dynamic_code", "dynamic", f"{name}()")
+    elif name == "type" and len(node.args) == 3:
+        yield _at(node, "dynamic_code", "type3")
+    elif name in _ATTR_FUNCTIONS:
+        attr = node.args[1] if len(node.args) > 1 else None
+        if not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)):
+            yield _at(node, "dynamic_code", "attr_name", name)
+        elif attr.value in _ATTRIBUTE_RULES:
+            yield _attribute_violation(node, attr.value)
+        elif _qualified_name(node.args[0], mod.aliases) is not None:
+            yield _at(node, "dynamic_code", "attr_module", name)
+
+
+def _check_stores(mod: _Module) -> Iterator[StaticViolation]:
+    for node in filter(_is_store, ast.walk(mod.tree)):
+        root = _root(node)
+        if isinstance(root, ast.Name) and root.id in mod.aliases:
+            name = _qualified_name(node, mod.aliases) or mod.aliases[root.id]
+            rule = "precision_flags" if _under(name, ("torch.backends",)) else "monkey_patch"
+            yield _at(node, rule, name=_code(node))
+
+
+def _check_classes(mod: _Module) -> Iterator[StaticViolation]:
+    for node in ast.walk(mod.tree):
+        if isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                if _qualified_name(base, mod.aliases) in _TENSOR_BASES:
+                    yield _at(node, "tensor_subclass", name=f"class {node.name}({_code(base)})")
+        elif isinstance(node, _FUNCTIONS) and node.name in _TORCH_HOOKS:
+            yield _at(node, "tensor_subclass", name=node.name)
+
+
+def _check_state(mod: _Module) -> Iterator[StaticViolation]:
+    for node in ast.walk(mod.tree):
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            yield _at(node, "global_state", "global", _code(node))
+        elif isinstance(node, ast.ClassDef):
+            for method in node.body:
+                if isinstance(method, _FUNCTIONS) and method.name in _FORWARD_NAMES:
+                    yield from _check_forward(method)
+        elif isinstance(node, (*_FUNCTIONS, ast.Lambda)):
+            yield from _check_module_mutation(node, mod)
+            if not isinstance(node, ast.Lambda):
+                yield from _check_argument_cache(node, mod)
+
+
+def _check_argument_cache(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, mod: _Module
+) -> Iterator[StaticViolation]:
+    """functools.cache / lru_cache on a function with parameters: a cache keyed by argument."""
+    if not _has_params(fn):
+        return
+    for decorator in fn.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if _qualified_name(target, mod.aliases) in _ARG_CACHES:
+            yield _at(decorator, "global_state", "arg_cache", _code(target))
+
+
+def _local_names(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
+    """Parameters and names assigned anywhere inside `fn`, minus those declared global."""
+    a = fn.args
+    names = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if p}
+    declared = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Global):
+            declared.update(node.names)
+    return names - declared
+
+
+def _check_module_mutation(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, mod: _Module
+) -> Iterator[StaticViolation]:
+    """Stores into module-level objects, and mutating calls on module-level containers."""
+    local = _local_names(fn)
+    for node in ast.walk(fn):
+        if _is_store(node):
+            # `_state.out = y` stores into any module-level object; `_cache.get(k)[0] = y`
+            # into one reached through a call, counted only for containers.
+            roots = [(_root(node), mod.bindings), (_root(node, through_calls=True), mod.containers)]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr not in _MUTATORS:
+                continue
+            roots = [(_root(node.func.value, through_calls=True), mod.containers)]
+        else:
+            continue
+        if any(
+            isinstance(root, ast.Name) and root.id in shared and root.id not in local
+            for root, shared in roots
+        ):
+            yield _at(node, "global_state", "module_state", _code(node))
+
+
+def _check_forward(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[StaticViolation]:
+    """Stores and mutating calls on self (or type(self), super()) inside forward."""
+    params = [*fn.args.posonlyargs, *fn.args.args]
+    owners = {"type", "super"}
+    # A staticmethod forward (torch.autograd.Function) gets a per-call ctx, not self.
+    if params and not any(_code(d) == "staticmethod" for d in fn.decorator_list):
+        owners.add(params[0].arg)
+    for node in ast.walk(fn):
+        if _is_store(node):
+            owner = _root(node, through_calls=True)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = _root(node.func.value, through_calls=True)
+            if node.func.attr not in _SELF_MUTATORS:
+                continue
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
+            owner = _root(node.args[0], through_calls=True)
+            if node.func.id not in ("setattr", "delattr"):
+                continue
+        else:
+            continue
+        if isinstance(owner, ast.Name) and owner.id in owners:
+            yield _at(node, "global_state", "forward_state", _code(node))

@@ -1,0 +1,430 @@
+import dataclasses
+import textwrap
+
+import pytest
+
+from cuda_gym.judge.static_checks import RULES, StaticViolation, check_solution_source
+
+# A KernelBench-style load_inline solution. The CUDA string holds words that would be
+# violations as code (try, exec, os.environ, import subprocess): strings are not code.
+LOAD_INLINE_SOLUTION = '''\
+"""Fused ReLU with load_inline."""
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+SOURCE = r"""
+#include <torch/extension.h>
+// try { exec("rm"); } catch (...) {}  -- os.environ["X"]; import subprocess
+__global__ void relu_kernel(const float* x, float* y, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { y[i] = x[i] > 0.f ? x[i] : 0.f; }
+}
+torch::Tensor f(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    const char* msg = "don't \\"quote\\" me";
+    int64_t n = x.numel();
+    relu_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+CPP_SOURCE = "torch::Tensor f(torch::Tensor x);"
+
+ext = load_inline(name="x", cpp_sources=CPP_SOURCE, cuda_sources=SOURCE, functions=["f"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(features))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, features = x.shape
+        out = torch.empty_like(x)
+        out = ext.f(x.contiguous())
+        return out.view(batch, features) * self.weight
+'''
+
+KERNELS_EXT_SOLUTION = """\
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+
+import kernels_ext
+
+BLOCK = 256
+
+
+def blocks_for(n: int) -> int:
+    return math.ceil(n / BLOCK)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, n: int, bias: bool = True) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n))
+        if bias:
+            self.bias = nn.Parameter(torch.empty(n))
+        else:
+            self.register_parameter("bias", None)
+        self.register_buffer("scale", torch.ones(1))
+        nn.init.uniform_(self.weight, -1 / math.sqrt(n), 1 / math.sqrt(n))
+
+    @staticmethod
+    def grid(x: torch.Tensor) -> int:
+        return blocks_for(x.numel())
+
+    def forward(self, x):
+        bias = getattr(self, "bias", None)
+        return kernels_ext.forward(x, self.weight, bias, self.grid(x))
+"""
+
+TRITON_SOLUTION = """\
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + 1, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        grid = lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)  # noqa: E731
+        add_kernel[grid](x, out, out, x.numel(), BLOCK=1024)
+        return out
+"""
+
+
+def violations(source: str, **kwargs) -> list[tuple[str, int]]:
+    return [(v.rule, v.line) for v in check_solution_source(textwrap.dedent(source), **kwargs)]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        LOAD_INLINE_SOLUTION,
+        KERNELS_EXT_SOLUTION,
+        TRITON_SOLUTION,
+        # try/finally has no handler that could fall back to PyTorch.
+        "import kernels_ext\ndef f(x):\n    try:\n        return kernels_ext.f(x)\n"
+        "    finally:\n        pass\n",
+        # `input` and `compile` are ordinary parameter names, not the builtins.
+        "import kernels_ext\ndef f(input, compile=False):\n    return kernels_ext.f(input)\n",
+        # Reading module-level constants, including a dict, inside forward.
+        """\
+        import torch
+        import kernels_ext
+        NAMES = {torch.float32: "f32", torch.float16: "f16"}
+        def forward(x):
+            return kernels_ext.f(x, NAMES[x.dtype])
+        """,
+        # Reading a backend flag is fine; only changing it is not.
+        "import torch\nTF32 = torch.backends.cuda.matmul.allow_tf32\n",
+        # A cached zero-argument loader is a lazy import, not a result cache.
+        """\
+        import functools
+        from torch.utils.cpp_extension import load
+        @functools.lru_cache
+        def extension():
+            return load(name="k", sources=["k.cu"], is_python_module=True)
+        """,
+        # autograd.Function stores on its per-call ctx; self.bias.add is a tensor op.
+        """\
+        import torch
+        import kernels_ext
+        class Fn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.n = x.numel()
+                return kernels_ext.f(x)
+        class ModelNew(torch.nn.Module):
+            def forward(self, x):
+                out = Fn.apply(x)
+                out[0] = 0
+                return self.bias.add(out)
+        """,
+        # Frozen config dataclasses, typing and collections are allowed.
+        """\
+        import collections
+        from dataclasses import dataclass
+        from typing import Optional
+        ORDER = collections.OrderedDict(a=1)
+        @dataclass(frozen=True)
+        class Config:
+            block: int = 256
+            name: Optional[str] = None
+        """,
+    ],
+    ids=[
+        "load_inline",
+        "kernels_ext",
+        "triton",
+        "try_finally",
+        "builtin_names_as_params",
+        "module_constants",
+        "read_backend_flag",
+        "lazy_loader",
+        "autograd_function",
+        "config_dataclass",
+    ],
+)
+def test_legitimate_solution_has_no_violations(source):
+    assert violations(source) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # try_except
+        (
+            """\
+            import torch
+            import kernels_ext
+            def forward(x):
+                try:
+                    return kernels_ext.f(x)
+                except Exception:
+                    return torch.relu(x)
+            """,
+            [("try_except", 4)],
+        ),
+        ("try:\n    import kernels_ext\nexcept ImportError:\n    pass\n", [("try_except", 1)]),
+        (
+            "class Quiet:\n    def __enter__(self):\n        return self\n"
+            "    def __exit__(self, *exc):\n        return True\n",
+            [("try_except", 4)],
+        ),
+        # forbidden_import
+        ("import threading", [("forbidden_import", 1)]),
+        ("import torch\nimport os.path as p\n", [("forbidden_import", 2)]),
+        ("from subprocess import run", [("forbidden_import", 1)]),
+        ("from . import helpers", [("forbidden_import", 1)]),
+        ("from torch import *", [("forbidden_import", 1)]),
+        ("import torch._dynamo", [("forbidden_import", 1)]),
+        ("from torch import jit", [("forbidden_import", 1)]),
+        # reference_access
+        ("from model import Model", [("reference_access", 1)]),
+        ("import reference_task", [("reference_access", 1)]),
+        ("import torch.nn as nn\nclass ModelNew(Model):\n    pass\n", [("reference_access", 2)]),
+        ("def forward(x):\n    return Model(3)(x)\n", [("reference_access", 2)]),
+        ("import torch\nref = torch.Model\n", [("reference_access", 2)]),
+        # dynamic_code
+        ("maps = open('/proc/self/maps').read()", [("dynamic_code", 1)]),
+        ("exec('import os')", [("dynamic_code", 1)]),
+        ("os = __import__('os')", [("dynamic_code", 1)]),
+        ("import torch\ndef pick(name):\n    return getattr(torch, name)\n", [("dynamic_code", 3)]),
+        ("import torch\nsetattr(torch, 'allclose', lambda *a, **k: True)\n", [("dynamic_code", 2)]),
+        ("class M:\n    def f(self, k):\n        return getattr(self, k)\n", [("dynamic_code", 3)]),
+        ("g = getattr", [("dynamic_code", 1)]),
+        ("import torch\ndef f(x, o=vars):\n    return o(torch)\n", [("dynamic_code", 2)]),
+        ("import torch\nT = type('T', (torch.nn.Module,), {})\n", [("dynamic_code", 2)]),
+        # introspection
+        (
+            "import sys\ndef f():\n    return sys._getframe(1).f_globals\n",
+            [
+                ("forbidden_import", 1),
+                ("introspection", 3),
+            ],
+        ),
+        ("def f(x):\n    return x.__class__.__mro__\n", [("introspection", 2)]),
+        ("def f(fn):\n    return getattr(fn, '__globals__')\n", [("introspection", 2)]),
+        ("real_len = __builtins__['len']", [("introspection", 1)]),
+        ("def f():\n    return (yield).gi_frame.f_back\n", [("introspection", 2)]),
+        # monkey_patch
+        ("import torch\ntorch.cuda.Event.elapsed_time = lambda *a: 0.001\n", [("monkey_patch", 2)]),
+        ("import torch.nn.functional as F\nF.relu = lambda x: x\n", [("monkey_patch", 2)]),
+        ("import torch\ndel torch.allclose\n", [("monkey_patch", 2)]),
+        ("from torch import cuda\ncuda.synchronize = lambda: None\n", [("monkey_patch", 2)]),
+        (
+            "import builtins\nbuiltins.print = len\n",
+            [
+                ("forbidden_import", 1),
+                ("monkey_patch", 2),
+            ],
+        ),
+        # precision_flags
+        ("import torch\ntorch.backends.cudnn.allow_tf32 = True\n", [("precision_flags", 2)]),
+        ("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n", [("precision_flags", 2)]),
+        ("import torch\ntorch.set_float32_matmul_precision('medium')\n", [("precision_flags", 2)]),
+        ("import torch\ntorch.backends.cuda.enable_flash_sdp(False)\n", [("precision_flags", 2)]),
+        (
+            "from torch import set_default_dtype\nset_default_dtype(None)\n",
+            [("precision_flags", 2)],
+        ),
+        # torch_compile
+        (
+            """\
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fn = torch.compile(torch.relu)
+            """,
+            [("torch_compile", 5)],
+        ),
+        ("import torch\n@torch.jit.script\ndef f(x):\n    return x\n", [("torch_compile", 2)]),
+        ("import torch\ntorch._dynamo.reset()\n", [("torch_compile", 2)]),
+        ("class M:\n    def __init__(self):\n        self.compile()\n", [("torch_compile", 3)]),
+        # tensor_subclass
+        ("import torch\nclass T(torch.Tensor):\n    pass\n", [("tensor_subclass", 2)]),
+        ("from torch import Tensor\nclass T(Tensor):\n    pass\n", [("tensor_subclass", 2)]),
+        (
+            "class Spy:\n    @classmethod\n    def __torch_function__(cls, f, t, a=(), k=None):\n"
+            "        return f(*a)\n",
+            [("tensor_subclass", 3)],
+        ),
+        ("def f(out, T):\n    return out.as_subclass(T)\n", [("tensor_subclass", 2)]),
+        ("import torch\nt = torch.Tensor._make_subclass(T, x)\n", [("tensor_subclass", 2)]),
+        # side_stream
+        ("import torch\ns = torch.cuda.Stream()\n", [("side_stream", 2)]),
+        ("import torch\ng = torch.cuda.CUDAGraph()\n", [("side_stream", 2)]),
+        ("import torch\nstart = torch.cuda.Event(enable_timing=True)\n", [("side_stream", 2)]),
+        ("from torch.cuda import Stream as S\ns = S()\n", [("side_stream", 2)]),
+        # op_registration
+        ("import torch\nlib = torch.library.Library('aten', 'IMPL')\n", [("op_registration", 2)]),
+        ("import torch\ntorch.ops.load_library('libmy.so')\n", [("op_registration", 2)]),
+        (
+            """\
+            from torch.utils.cpp_extension import load_inline
+            load_inline(
+                name="ops",
+                cpp_sources="",
+                is_python_module=False,
+            )
+            """,
+            [("op_registration", 2)],
+        ),
+        (
+            "import torch.utils.cpp_extension as ce\nce.load(name='k', sources=['k.cu'], **kw)\n",
+            [("op_registration", 2)],
+        ),
+        # global_state
+        (
+            """\
+            import torch.nn as nn
+            import kernels_ext
+            _cache = {}
+            class ModelNew(nn.Module):
+                def forward(self, x):
+                    key = x.data_ptr()
+                    if key not in _cache:
+                        _cache[key] = kernels_ext.f(x)
+                    return _cache[key]
+            """,
+            [("global_state", 6), ("global_state", 8)],
+        ),
+        (
+            """\
+            import torch.nn as nn
+            import kernels_ext
+            class ModelNew(nn.Module):
+                def forward(self, x):
+                    out = kernels_ext.f(x)
+                    self.cached = out
+                    return out
+            """,
+            [("global_state", 6)],
+        ),
+        (
+            "class M:\n    def forward(self, x):\n        self.memo[x.shape] = x\n"
+            "        setattr(self, 'last', x)\n        self.seen.append(x)\n",
+            [("global_state", 3), ("global_state", 4), ("global_state", 5)],
+        ),
+        (
+            "_last = None\nclass M:\n    def forward(self, x):\n        global _last\n"
+            "        _last = x\n",
+            [("global_state", 4)],
+        ),
+        ("OUTS = []\ndef run(x):\n    OUTS.append(x)\n", [("global_state", 3)]),
+        (
+            "class State:\n    pass\nSTATE = State()\ndef run(x):\n    STATE.out = x\n",
+            [("global_state", 5)],
+        ),
+        (
+            "import functools\n@functools.lru_cache(maxsize=None)\ndef run(x):\n    return x\n",
+            [("global_state", 2)],
+        ),
+    ],
+)
+def test_exploit_is_flagged_with_rule_and_line(source, expected):
+    assert violations(source) == expected
+
+
+def test_side_streams_pass_when_allowed():
+    source = "import torch\ns = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    pass\n"
+    assert violations(source, allow_streams=True) == []
+    assert violations(source) == [("side_stream", 2), ("side_stream", 3)]
+
+
+def test_aliased_names_are_resolved():
+    source = "import torch\nE = torch.cuda.Event\nF = torch.set_default_dtype\ne = E()\nF(None)\n"
+    assert violations(source) == [
+        ("side_stream", 2),
+        ("precision_flags", 3),
+        ("side_stream", 4),
+        ("precision_flags", 5),
+    ]
+
+
+def test_violations_are_sorted_by_line_and_deduplicated():
+    source = "import os\nimport torch\nexec('x')\nimport sys\ntorch.jit.script(torch.jit.trace)\n"
+    assert violations(source) == [
+        ("forbidden_import", 1),
+        ("dynamic_code", 3),
+        ("forbidden_import", 4),
+        ("torch_compile", 5),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("source", "line"),
+    [("class ModelNew(:\n", 1), ("x = 1\n\ndef f(\n", 3), ("x = 1\x00\n", 0), ("(" * 500, 1)],
+    ids=["bad_class", "unclosed_call", "null_byte", "deep_nesting"],
+)
+def test_unparsable_source_is_one_syntax_violation(source, line):
+    result = check_solution_source(source)
+    assert [(v.rule, v.line) for v in result] == [("syntax", line)]
+    assert "does not parse" in result[0].message
+
+
+def test_messages_are_one_sentence_and_rules_are_documented():
+    source = "\n".join(
+        [
+            "import os",
+            "from model import Model",
+            "import torch",
+            "torch.cuda.Event.elapsed_time = None",
+            "torch.backends.cudnn.benchmark = True",
+            "s = torch.cuda.Stream()",
+            "f = torch.compile(len)",
+            "torch.ops.load_library('x.so')",
+            "class T(torch.Tensor):",
+            "    def forward(self, x):",
+            "        try:",
+            "            self.y = x.data_ptr()",
+            "        except Exception:",
+            "            return eval('x').__class__",
+        ]
+    )
+    result = check_solution_source(source)
+    assert {v.rule for v in result} == set(RULES) - {"syntax"}
+    for v in result:
+        assert v.message.endswith(".") and "\n" not in v.message
+        assert v.message.count(". ") == 0, v.message
+        assert str(v).startswith(f"{v.rule} (line {v.line}): ")
+
+
+def test_static_violation_is_frozen():
+    violation = StaticViolation("try_except", 3, "No.")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        violation.line = 4  # type: ignore[misc]
