@@ -3,7 +3,7 @@
 Usage::
 
     cuda-gym demo [--device auto|cuda|cpu] [--task ID] [--json]
-    cuda-gym judge TASK.py SOLUTION.py [--kernels DIR] [--device ...] [--mode ...] [--json]
+    cuda-gym judge TASK SOLUTION.py [--kernels DIR] [--device ...] [--mode ...] [--reward ...]
     cuda-gym tasks list [--json]
 """
 
@@ -52,11 +52,11 @@ def cmd_judge(args: argparse.Namespace) -> int:
     """Judge a KernelBench-format solution file against a task file."""
     from cuda_gym.judge import Judge, JudgeConfig
     from cuda_gym.judge.device import resolve_device
-    from cuda_gym.tasks import task_from_file
+    from cuda_gym.tasks import load_task
 
     device = resolve_device(args.device)
-    task = task_from_file(args.task).for_device(device)
-    config = JudgeConfig(device=device, tolerance_mode=args.mode)
+    task = load_task(args.task).for_device(device)
+    config = JudgeConfig(device=device, tolerance_mode=args.mode, reward=args.reward)
     with tempfile.TemporaryDirectory(prefix="cuda_gym_cli_") as tmp:
         shutil.copyfile(args.solution, Path(tmp) / "model_new.py")
         if args.kernels:
@@ -117,12 +117,23 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     judge = sub.add_parser("judge", help="judge a KernelBench-format solution against a task")
-    judge.add_argument("task", help="task file (class Model, get_inputs, get_init_inputs)")
+    judge.add_argument(
+        "task", help="task file (class Model, get_inputs, get_init_inputs) or a built-in task id"
+    )
     judge.add_argument("solution", help="solution file defining class ModelNew")
     judge.add_argument("--kernels", help="directory of kernel sources, built as kernels_ext")
     judge.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     judge.add_argument(
-        "--mode", default="kernelbench", choices=["kernelbench", "paper"], help="tolerance mode"
+        "--mode",
+        default="strict",
+        choices=["strict", "kernelbench", "paper"],
+        help="precision mode (default: strict)",
+    )
+    judge.add_argument(
+        "--reward",
+        default="milestone",
+        choices=["milestone", "speedup", "log_speedup"],
+        help="reward function (default: milestone)",
     )
     judge.add_argument("--no-timing", action="store_true", help="check correctness only")
     judge.add_argument("--json", action="store_true", help="print the verdict as JSON")

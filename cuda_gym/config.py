@@ -24,7 +24,7 @@ class EnvConfig:
         max_invalid_actions: Malformed actions tolerated before truncation.
         max_observation_chars: Bound on one observation's length.
         judge_on_truncation: Judge the last workspace state when the episode is truncated.
-        tolerance_mode: Correctness tolerance mode of the judge ("kernelbench" or "paper").
+        tolerance_mode: Precision mode of the judge: "strict" (default), "kernelbench", "paper".
         judge: Full judge configuration; overrides `tolerance_mode` when given. Its device is
             set from `device`.
         workspace_dir: Parent directory for episode workspaces (default: system temp dir).
@@ -38,7 +38,7 @@ class EnvConfig:
     max_invalid_actions: int = 8
     max_observation_chars: int = 16_000
     judge_on_truncation: bool = True
-    tolerance_mode: str = "kernelbench"
+    tolerance_mode: str = "strict"
     judge: JudgeConfig | None = None
     workspace_dir: str | None = None
 

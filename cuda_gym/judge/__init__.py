@@ -2,6 +2,6 @@
 
 from cuda_gym.judge.config import JudgeConfig
 from cuda_gym.judge.judge import Judge
-from cuda_gym.judge.verdict import BuildResult, Verdict, milestone_reward
+from cuda_gym.judge.verdict import BuildResult, Verdict, compute_reward, milestone_reward
 
-__all__ = ["BuildResult", "Judge", "JudgeConfig", "Verdict", "milestone_reward"]
+__all__ = ["BuildResult", "Judge", "JudgeConfig", "Verdict", "compute_reward", "milestone_reward"]

@@ -1,4 +1,4 @@
-"""A disk cache of baseline timings (eager, torch.compile) keyed by task, device and software."""
+"""Disk caches for per-task facts: baseline timings and task probes, one JSON file per key."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from cuda_gym.judge.device import DeviceInfo
 
 
 def baseline_key(task_hash: str, info: DeviceInfo, config: JudgeConfig) -> str:
-    """Cache key: task content, device model, torch/CUDA versions and the timing method."""
+    """Key of a task's baselines: task content, device model, versions and the timing method."""
     parts = [
         task_hash,
         info.device,
@@ -22,27 +22,34 @@ def baseline_key(task_hash: str, info: DeviceInfo, config: JudgeConfig) -> str:
         str(config.warmup_runs),
         str(config.timed_runs),
         "tf32-off",
+        "rotating-inputs",
     ]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
 
-class BaselineCache:
-    """Baseline timings stored as one small JSON file per (task, device, software) key."""
+def probe_key(task_hash: str, info: DeviceInfo) -> str:
+    """Key of a task's probe (usable distributions, fp64 support, trivial answers)."""
+    parts = [task_hash, info.device, info.name, info.torch_version, "probe-v1"]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root) / "baselines"
+
+class JsonCache:
+    """Small JSON documents stored as `<root>/<kind>/<key>.json`, written atomically."""
+
+    def __init__(self, root: Path, kind: str) -> None:
+        self.root = Path(root) / kind
 
     def get(self, key: str) -> dict | None:
-        """The cached {"eager": {...}, "compile": {...}} timings, or None."""
+        """The cached document, or None."""
         path = self.root / f"{key}.json"
         try:
             return json.loads(path.read_text())
         except (OSError, ValueError):
             return None
 
-    def put(self, key: str, timings: dict) -> None:
-        """Store timings atomically (safe with concurrent writers)."""
+    def put(self, key: str, document: dict) -> None:
+        """Store a document atomically (safe with concurrent writers)."""
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = self.root / f".{key}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(timings, indent=1))
+        tmp.write_text(json.dumps(document, indent=1))
         tmp.replace(self.root / f"{key}.json")

@@ -1,4 +1,13 @@
-"""Compare candidate outputs with reference outputs, trial by trial, in the trusted process."""
+"""Compare candidate outputs with reference outputs under a precision mode (trusted side).
+
+Modes:
+- `strict`: float32 outputs are judged against a float64 reference. The tolerance is derived
+  from how far the float32 reference itself is from float64 (times STRICT_FACTOR), so honest
+  float32 reorderings pass while TF32/FP16/BF16 downgrades (errors ~1000x larger) fail.
+  Other dtypes use the `kernelbench` tolerances.
+- `kernelbench`: allclose with atol = rtol = 1e-4 for float32, 1e-2 for float16/bfloat16.
+- `paper`: allclose with atol = rtol = 1e-2 (the published setting).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +16,18 @@ from dataclasses import dataclass, field
 import torch
 
 MAX_DETAILS = 8
+STRICT_FACTOR = 16.0
+EPS32 = float(torch.finfo(torch.float32).eps)
+MODES = ("strict", "kernelbench", "paper")
+
+
+def allclose_tolerance(mode: str, dtype: torch.dtype) -> tuple[float, float]:
+    """(atol, rtol) of an allclose-style mode for one dtype."""
+    if mode == "paper":
+        return 1e-2, 1e-2
+    if dtype in (torch.float16, torch.bfloat16):
+        return 1e-2, 1e-2
+    return 1e-4, 1e-4
 
 
 @dataclass
@@ -33,13 +54,25 @@ class Comparison:
 
 
 def check_outputs_match(
-    expected: list[list], actual: list[list], atol: float, rtol: float
+    expected: list[list],
+    actual: list[list],
+    mode: str = "kernelbench",
+    expected64: list[list] | None = None,
 ) -> Comparison:
-    """Check `actual[trial][i]` against `expected[trial][i]` with `allclose(atol, rtol)`.
+    """Check `actual[trial][i]` against `expected[trial][i]` under `mode`.
 
-    Outputs must be plain tensors with the reference's shape and dtype; a non-finite value is
-    accepted only where the reference has the same non-finite value.
+    Args:
+        expected: Reference outputs (the task's own precision), per trial.
+        actual: Candidate outputs, per trial.
+        mode: One of MODES.
+        expected64: Float64 reference outputs, required for the strict check of float outputs;
+            without them strict falls back to the kernelbench tolerances.
+
+    Outputs must be plain tensors with the reference's shape, dtype and device type; a
+    non-finite value is accepted only where the reference has the same non-finite value.
     """
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
     result = Comparison()
     if len(actual) != len(expected):
         result.fail(f"expected {len(expected)} trials of outputs, got {len(actual)}")
@@ -54,49 +87,74 @@ def check_outputs_match(
                 if exp != act:
                     result.fail(f"{where}: expected {exp!r}, got {act!r}")
                 continue
-            if type(act) is not torch.Tensor:
-                result.fail(f"{where}: expected a torch.Tensor, got {type(act).__name__}")
+            problem = _structure_problem(exp, act)
+            if problem:
+                result.fail(f"{where}: {problem}")
                 continue
-            if act.shape != exp.shape:
-                result.fail(f"{where}: shape {tuple(act.shape)} != expected {tuple(exp.shape)}")
-                continue
-            if act.dtype != exp.dtype:
-                result.fail(f"{where}: dtype {act.dtype} != expected {exp.dtype}")
-                continue
-            _compare_values(result, where, exp, act, atol, rtol)
+            ref64 = expected64[trial][i] if expected64 is not None else None
+            _compare_values(result, where, exp, act, mode, ref64)
     return result
 
 
+def _structure_problem(exp: torch.Tensor, act) -> str | None:
+    if type(act) is not torch.Tensor:
+        return f"expected a torch.Tensor, got {type(act).__name__}"
+    if act.shape != exp.shape:
+        return f"shape {tuple(act.shape)} != expected {tuple(exp.shape)}"
+    if act.dtype != exp.dtype:
+        return f"dtype {act.dtype} != expected {exp.dtype}"
+    if act.device.type != exp.device.type:
+        return f"device {act.device.type} != expected {exp.device.type}"
+    return None
+
+
 def _compare_values(
-    result: Comparison, where: str, exp: torch.Tensor, act: torch.Tensor, atol: float, rtol: float
+    result: Comparison,
+    where: str,
+    exp: torch.Tensor,
+    act: torch.Tensor,
+    mode: str,
+    ref64: torch.Tensor | None,
 ) -> None:
     if not exp.is_floating_point():
         mismatched = int((exp != act).sum())
         if mismatched:
             result.fail(f"{where}: {mismatched} of {exp.numel()} values differ")
         return
-    exp64, act64 = exp.double(), act.double()
-    finite = torch.isfinite(exp64)
-    same_nonfinite = (~finite) & ((exp64 == act64) | (torch.isnan(exp64) & torch.isnan(act64)))
+    strict = mode == "strict" and exp.dtype == torch.float32 and ref64 is not None
+    ref = ref64.to(exp.device, torch.float64) if strict else exp.double()
+    act64 = act.double()
+    finite = torch.isfinite(ref)
+    same_nonfinite = (~finite) & ((ref == act64) | (torch.isnan(ref) & torch.isnan(act64)))
     bad_nonfinite = int(((~finite) & ~same_nonfinite).sum()) + int(
         (finite & ~torch.isfinite(act64)).sum()
     )
-    diff = (act64 - exp64).abs()
-    diff = torch.where(finite & torch.isfinite(act64), diff, torch.zeros_like(diff))
+    both = finite & torch.isfinite(act64)
+    diff = torch.where(both, (act64 - ref).abs(), torch.zeros_like(ref))
+    if strict:
+        e32 = torch.where(finite, (exp.double() - ref).abs(), torch.zeros_like(ref))
+        magnitude = torch.where(finite, ref.abs(), torch.zeros_like(ref))
+        floor = EPS32 * float(magnitude.max()) if magnitude.numel() else 0.0
+        bound = STRICT_FACTOR * max(float(e32.max()) if e32.numel() else 0.0, floor, 1e-30)
+        tol = torch.full_like(ref, bound)
+        label = f"strict bound {bound:.3g} (fp32 reference error x{STRICT_FACTOR:g})"
+        atol = bound
+    else:
+        atol, rtol = allclose_tolerance(mode, exp.dtype)
+        tol = atol + rtol * ref.abs()
+        label = f"atol={atol:g}, rtol={rtol:g}"
     if diff.numel():
         result.max_abs_error = max(result.max_abs_error, float(diff.max()))
-        rel = diff / (exp64.abs() + atol)
+        rel = diff / (ref.abs() + atol)
         result.max_rel_error = max(result.max_rel_error, float(rel.max()))
     if bad_nonfinite:
         result.fail(f"{where}: {bad_nonfinite} non-finite values where the reference differs")
         return
-    tol = atol + rtol * exp64.abs()
     over = diff > tol
     n_over = int(over.sum())
     if n_over:
         idx = int(torch.argmax((diff - tol).flatten()))
         result.fail(
-            f"{where}: {n_over} of {exp.numel()} values outside atol={atol:g}, rtol={rtol:g}; "
-            f"worst at flat index {idx}: got {act.flatten()[idx].item():.6g}, "
-            f"expected {exp.flatten()[idx].item():.6g}"
+            f"{where}: {n_over} of {exp.numel()} values outside {label}; worst at flat index "
+            f"{idx}: got {act.flatten()[idx].item():.8g}, expected {ref.flatten()[idx].item():.8g}"
         )

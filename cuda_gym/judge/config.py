@@ -8,12 +8,8 @@ from pathlib import Path
 
 from cuda_gym.errors import ConfigError
 
-TOLERANCES = {
-    # mode: (atol, rtol). "kernelbench" matches KernelBench's current fp32 check; "paper" the
-    # 1e-2 used by the KernelBench paper and the CUDA-Agent paper.
-    "kernelbench": (1e-4, 1e-4),
-    "paper": (1e-2, 1e-2),
-}
+MODES = ("strict", "kernelbench", "paper")
+REWARDS = ("milestone", "speedup", "log_speedup")
 BASELINES = ("eager", "compile")
 
 
@@ -29,7 +25,12 @@ class JudgeConfig:
 
     Attributes:
         device: "cuda" or "cpu"; the env resolves "auto" before building this.
-        tolerance_mode: Name of the (atol, rtol) pair used for correctness, see TOLERANCES.
+        tolerance_mode: Precision mode: "strict" (fp32 judged against fp64 with a derived
+            tolerance), "kernelbench" (fp32 1e-4) or "paper" (1e-2); see judge/compare.py.
+        reward: "milestone" (-1/1/2/3), "speedup" (compile time / candidate time, -1 if wrong)
+            or "log_speedup" (ln of that, clipped to [-1, 3], -1 if wrong).
+        allow_vendor_libraries: Let the candidate's extension call cuBLAS GEMMs and cuDNN
+            convolutions through ATen (the published rule); off by default.
         correctness_trials: Input sets (fresh random seeds) checked per evaluation.
         warmup_runs: Untimed calls before timing.
         timed_runs: Timed calls; the median is reported.
@@ -44,7 +45,9 @@ class JudgeConfig:
     """
 
     device: str = "cpu"
-    tolerance_mode: str = "kernelbench"
+    tolerance_mode: str = "strict"
+    reward: str = "milestone"
+    allow_vendor_libraries: bool = False
     correctness_trials: int = 5
     warmup_runs: int = 3
     timed_runs: int = 20
@@ -60,10 +63,10 @@ class JudgeConfig:
     def __post_init__(self) -> None:
         if self.device not in ("cuda", "cpu"):
             raise ConfigError(f"JudgeConfig.device must be 'cuda' or 'cpu', got {self.device!r}")
-        if self.tolerance_mode not in TOLERANCES:
-            raise ConfigError(
-                f"Unknown tolerance_mode {self.tolerance_mode!r}; use one of {sorted(TOLERANCES)}"
-            )
+        if self.tolerance_mode not in MODES:
+            raise ConfigError(f"Unknown tolerance_mode {self.tolerance_mode!r}; use one of {MODES}")
+        if self.reward not in REWARDS:
+            raise ConfigError(f"Unknown reward {self.reward!r}; use one of {REWARDS}")
         for name in ("correctness_trials", "timed_runs"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"JudgeConfig.{name} must be at least 1")
@@ -77,16 +80,6 @@ class JudgeConfig:
                 raise ConfigError(f"JudgeConfig.{name} must be positive")
         if not 0 <= self.reward_margin < 1:
             raise ConfigError("JudgeConfig.reward_margin must be in [0, 1)")
-
-    @property
-    def atol(self) -> float:
-        """Absolute tolerance of the tolerance mode."""
-        return TOLERANCES[self.tolerance_mode][0]
-
-    @property
-    def rtol(self) -> float:
-        """Relative tolerance of the tolerance mode."""
-        return TOLERANCES[self.tolerance_mode][1]
 
     @property
     def resolved_cache_dir(self) -> Path:

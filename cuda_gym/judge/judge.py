@@ -18,11 +18,13 @@ import time
 from pathlib import Path
 
 from cuda_gym.errors import WorkerError
-from cuda_gym.judge.baselines import BaselineCache, baseline_key
+from cuda_gym.judge.baselines import JsonCache, baseline_key, probe_key
 from cuda_gym.judge.build import build_kernels
 from cuda_gym.judge.config import JudgeConfig
 from cuda_gym.judge.device import device_info
-from cuda_gym.judge.verdict import BuildResult, Verdict, milestone_reward
+from cuda_gym.judge.inputs import DISTRIBUTIONS
+from cuda_gym.judge.static_checks import check_solution_source
+from cuda_gym.judge.verdict import BuildResult, Verdict, compute_reward
 from cuda_gym.runtime import python_child_env, run_process
 from cuda_gym.tasks import Task
 
@@ -42,7 +44,8 @@ class Judge:
     def __init__(self, config: JudgeConfig | None = None) -> None:
         self.config = config or JudgeConfig()
         self.info = device_info(self.config.device)
-        self._baselines = BaselineCache(self.config.resolved_cache_dir)
+        self._baselines = JsonCache(self.config.resolved_cache_dir, "baselines")
+        self._probes = JsonCache(self.config.resolved_cache_dir, "probes")
 
     # -- public API -------------------------------------------------------------------------
 
@@ -78,8 +81,7 @@ class Judge:
             task = task.for_device(cfg.device)
         verdict = Verdict(
             mode=cfg.tolerance_mode,
-            atol=cfg.atol,
-            rtol=cfg.rtol,
+            reward_kind=cfg.reward,
             device=cfg.device,
             device_name=self.info.name,
         )
@@ -87,8 +89,45 @@ class Judge:
             tmp_path = Path(tmp)
             snap = _snapshot(Path(solution_dir), tmp_path / "solution")
             self._judge(task, snap, tmp_path, verdict, timing=timing, profile=profile)
+        if verdict.violations:
+            verdict.correct = False
+        verdict.reward = compute_reward(
+            cfg.reward,
+            verdict.correct,
+            verdict.speedup_vs_eager,
+            verdict.speedup_vs_compile,
+            cfg.reward_margin,
+        )
+        verdict.verdict = "accept" if verdict.correct else "reject"
         verdict.duration_s = time.monotonic() - start
         return verdict
+
+    def probe_task(self, task: Task) -> dict:
+        """The task's probe, cached: usable input distributions, fp64 support, trivial answers."""
+        if task.device == "any":
+            task = task.for_device(self.config.device)
+        key = probe_key(task.content_hash, self.info)
+        probe = self._probes.get(key)
+        if probe is None:
+            with tempfile.TemporaryDirectory(prefix="cuda_gym_probe_", dir=_scratch_dir()) as tmp:
+                task_path = Path(tmp) / "reference_task.py"
+                task_path.write_text(task.source)
+                res = self._run_worker(
+                    "probe",
+                    Path(tmp),
+                    {
+                        "task_path": str(task_path),
+                        "device": self.config.device,
+                        "seed": 12345,
+                        "init_seed": 54321,
+                    },
+                    timeout_s=self.config.run_timeout_s,
+                )
+            if not res["ok"]:
+                raise WorkerError(f"probing task {task.task_id!r} failed: {res['error']}")
+            probe = res["result"]
+            self._probes.put(key, probe)
+        return probe
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -96,15 +135,23 @@ class Judge:
         self, task: Task, snap: Path, tmp: Path, verdict: Verdict, *, timing: bool, profile: bool
     ) -> None:
         cfg = self.config
+        checks = verdict.checks
         solution = snap / SOLUTION_FILE
         verdict.stage = "static"
         if not solution.is_file():
             verdict.error = f"{SOLUTION_FILE} is missing: write a class ModelNew in it."
             return
+        source = solution.read_text(errors="replace")
         try:
-            compile(solution.read_text(errors="replace"), SOLUTION_FILE, "exec")
+            compile(source, SOLUTION_FILE, "exec")
         except SyntaxError as exc:
             verdict.error = f"{SOLUTION_FILE} has a syntax error: {exc.msg} (line {exc.lineno})"
+            return
+        found = static_violations(source)
+        checks["static"] = not found
+        if found:
+            verdict.violations += found
+            verdict.error = "Static checks failed:\n" + "\n".join(found)
             return
 
         verdict.stage = "build"
@@ -115,6 +162,14 @@ class Judge:
             verdict.error = "Build failed:\n" + build.errors
             return
 
+        probe = self.probe_task(task)
+        if probe["degenerate"].get(cfg.tolerance_mode):
+            verdict.flags["degenerate_task"] = probe["degenerate"][cfg.tolerance_mode]
+        usable = set(probe["distributions"])
+        distributions = [
+            d if d in usable else "as_is"
+            for d in (DISTRIBUTIONS[k % len(DISTRIBUTIONS)] for k in range(cfg.correctness_trials))
+        ]
         task_path = tmp / "reference_task.py"
         task_path.write_text(task.source)
         seeds = [secrets.randbits(62) for _ in range(cfg.correctness_trials)]
@@ -122,7 +177,6 @@ class Judge:
 
         # 1. The candidate first, in its own process: it never sees reference outputs.
         verdict.stage = "load"
-        uses_inline = "load_inline" in solution.read_text(errors="replace")
         cand = self._run_worker(
             "candidate",
             tmp,
@@ -133,26 +187,40 @@ class Judge:
                 "device": cfg.device,
                 "seeds": seeds,
                 "init_seed": init_seed,
+                "distributions": distributions,
+                "allow_vendor_libraries": cfg.allow_vendor_libraries,
                 "timing": timing,
                 "profile": profile,
                 "warmup_runs": cfg.warmup_runs,
                 "timed_runs": cfg.timed_runs,
             },
-            timeout_s=cfg.run_timeout_s + (cfg.build_timeout_s if uses_inline else 0),
+            timeout_s=cfg.run_timeout_s + (cfg.build_timeout_s if "load_inline" in source else 0),
         )
         verdict.stage = cand.get("stage", "load")
         verdict.stage_times_s["candidate"] = cand["duration_s"]
+        cand_result = cand.get("result") or {}
+        verdict.violations += cand_result.get("violations", [])
+        checks["fallback_ban"] = not any(v.startswith("torch_fallback") for v in verdict.violations)
+        checks["outputs_plain"] = not any(
+            v.startswith(("output_alias", "output_type")) for v in verdict.violations
+        )
+        checks["inputs_unmutated"] = not any(
+            v.startswith("input_mutated") for v in verdict.violations
+        )
         if not cand["ok"]:
-            build_failed = bool(cand.get("result", {}).get("build_failed"))
+            build_failed = bool(cand_result.get("build_failed"))
             verdict.compiled = not build_failed
             if build_failed:
                 verdict.stage = "build"
             verdict.error = cand["error"]
             return
         verdict.compiled = True
+        if verdict.violations:
+            verdict.error = "Rule violations:\n" + "\n".join(verdict.violations)
+            return
 
-        # 2. The reference, in a fresh process: expected outputs, the comparison (on the
-        # device), and the baselines when they are not cached.
+        # 2. The reference, in a fresh process: expected outputs (fp32 and, in strict mode,
+        # fp64), the comparisons (on the device), and the baselines when not cached.
         key = baseline_key(task.content_hash, self.info, cfg)
         cached = self._baselines.get(key) if timing else None
         wanted = [b for b in cfg.baselines if timing and not (cached and b in cached)]
@@ -164,9 +232,10 @@ class Judge:
                 "device": cfg.device,
                 "seeds": seeds,
                 "init_seed": init_seed,
+                "distributions": distributions,
                 "candidate_outputs_path": str(cand["outputs_path"]),
-                "atol": cfg.atol,
-                "rtol": cfg.rtol,
+                "mode": cfg.tolerance_mode,
+                "fp64_ok": probe["fp64_ok"],
                 "baselines": wanted,
                 "warmup_runs": cfg.warmup_runs,
                 "timed_runs": cfg.timed_runs,
@@ -177,20 +246,37 @@ class Judge:
         verdict.stage_times_s["reference"] = ref["duration_s"]
         if not ref["ok"]:
             raise WorkerError(f"the reference for task {task.task_id!r} failed: {ref['error']}")
+        result = ref["result"]
         baselines = dict(cached or {})
         if wanted:
-            baselines.update(ref["result"].get("baselines", {}))
+            baselines.update(result.get("baselines", {}))
             if all("median_ms" in baselines.get(b, {}) for b in cfg.baselines):
                 self._baselines.put(key, baselines)
 
         verdict.stage = "compare"
-        cmp = ref["result"]["comparison"]
+        cmp = result["comparison"]
         verdict.trials = len(seeds)
         verdict.correct = bool(cmp["correct"])
+        checks["correct"] = verdict.correct
         verdict.max_abs_error = cmp["max_abs_error"]
         verdict.max_rel_error = cmp["max_rel_error"]
         verdict.details = list(cmp["details"])
-        missing = cand["result"].get("weights_not_copied") or []
+        determinism = result["determinism"]
+        checks["deterministic"] = determinism["within_tolerance"]
+        if not determinism["within_tolerance"]:
+            verdict.violations.append(
+                "nondeterministic: two runs on the same input differ beyond the tolerance "
+                "(a race or a read of uninitialised memory)"
+            )
+        elif not determinism["bitwise"]:
+            verdict.flags["bitwise_nondeterministic"] = True
+        recheck = result.get("timing_recheck")
+        checks["timing_recheck"] = None if recheck is None else bool(recheck["correct"])
+        if recheck is not None and not recheck["correct"]:
+            verdict.violations.append(
+                "timing_recheck: outputs produced inside the timing loop are wrong"
+            )
+        missing = cand_result.get("weights_not_copied") or []
         if missing:
             verdict.details.append(
                 "reference weights with no same-named, same-shaped ModelNew parameter: "
@@ -198,27 +284,29 @@ class Judge:
             )
         if not verdict.correct:
             verdict.error = "Incorrect output: " + "; ".join(verdict.details[:3])
-        verdict.profile_table = cand["result"].get("profile_table")
+        elif verdict.violations:
+            verdict.error = "Rule violations:\n" + "\n".join(verdict.violations)
+        verdict.profile_table = cand_result.get("profile_table")
         verdict.stage = "done"
         if timing:
-            cand_ms = (cand["result"].get("timing") or {}).get("median_ms")
-            verdict.time_ms = {
-                "candidate": cand_ms,
-                "eager": baselines.get("eager", {}).get("median_ms"),
-                "compile": baselines.get("compile", {}).get("median_ms"),
-            }
-            if cand_ms and cand_ms > 0:
-                for name, field_name in (
-                    ("eager", "speedup_vs_eager"),
-                    ("compile", "speedup_vs_compile"),
-                ):
-                    base = verdict.time_ms[name]
-                    if base:
-                        setattr(verdict, field_name, base / cand_ms)
-        verdict.reward = milestone_reward(
-            verdict.correct, verdict.speedup_vs_eager, verdict.speedup_vs_compile, cfg.reward_margin
-        )
-        verdict.verdict = "accept" if verdict.correct else "reject"
+            self._set_speedups(verdict, cand_result.get("timing") or {}, baselines)
+
+    @staticmethod
+    def _set_speedups(verdict: Verdict, timing: dict, baselines: dict) -> None:
+        cand_ms = timing.get("median_ms")
+        verdict.time_ms = {
+            "candidate": cand_ms,
+            "eager": baselines.get("eager", {}).get("median_ms"),
+            "compile": baselines.get("compile", {}).get("median_ms"),
+        }
+        if timing:
+            verdict.flags["candidate_host_median_ms"] = timing.get("host_median_ms")
+        if not cand_ms or cand_ms <= 0:
+            return
+        if verdict.time_ms["eager"]:
+            verdict.speedup_vs_eager = verdict.time_ms["eager"] / cand_ms
+        if verdict.time_ms["compile"]:
+            verdict.speedup_vs_compile = verdict.time_ms["compile"] / cand_ms
 
     def _run_worker(self, role: str, tmp: Path, request: dict, timeout_s: float) -> dict:
         """Run a worker child; return {"ok", "error", "stage", "result", "outputs_path"}."""
@@ -259,6 +347,11 @@ class Judge:
             "error": error,
             "duration_s": proc.duration_s,
         }
+
+
+def static_violations(source: str) -> list[str]:
+    """The static checks' findings as "static:<rule>: line N: message" strings."""
+    return [f"static:{v.rule}: line {v.line}: {v.message}" for v in check_solution_source(source)]
 
 
 def _scratch_dir() -> str | None:

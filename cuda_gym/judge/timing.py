@@ -29,46 +29,46 @@ class Timer:
             torch.cuda.synchronize()
 
     def time_ms(
-        self, fn: Callable, inputs: Sequence, warmup_runs: int, timed_runs: int
-    ) -> dict[str, float]:
-        """Median and spread of `timed_runs` calls after `warmup_runs` untimed ones.
+        self, fn: Callable, input_sets: Sequence[Sequence], warmup_runs: int, timed_runs: int
+    ) -> tuple[dict[str, float], int, object]:
+        """Median and spread of `timed_runs` calls after `warmup_runs` identical untimed ones.
 
-        On CUDA every call is bracketed by device-wide synchronisation (work on any stream is
-        counted) and preceded by an L2 flush; the host wall-clock of each call is kept beside the
-        CUDA-event time.
+        Call k gets fresh clones of `input_sets[k % len(input_sets)]`, so warm-up and timed
+        calls look alike and no call sees the same tensors twice. On CUDA every call is
+        bracketed by device-wide synchronisation (work on any stream is counted) and preceded
+        by an L2 flush; the host wall-clock of each call is kept beside the CUDA-event time.
 
         Returns:
-            {"median_ms", "mean_ms", "min_ms", "max_ms", "host_median_ms", "runs"}.
+            ({"median_ms", "mean_ms", "min_ms", "max_ms", "host_median_ms", "runs"},
+            index of the input set of the last call, output of the last call).
         """
-        for _ in range(warmup_runs):
-            args = _clone(inputs)
-            fn(*args)
-        self._sync()
         device_ms: list[float] = []
         host_ms: list[float] = []
-        for _ in range(timed_runs):
-            args = _clone(inputs)
+        out = None
+        index = 0
+        for k in range(warmup_runs + timed_runs):
+            index = k % len(input_sets)
+            args = _clone(input_sets[index])
             if self.device == "cuda":
                 self._flush.zero_()
-                start, end = (
-                    torch.cuda.Event(enable_timing=True),
-                    torch.cuda.Event(enable_timing=True),
-                )
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
                 torch.cuda.synchronize()
                 host_start = time.perf_counter()
                 start.record()
-                fn(*args)
+                out = fn(*args)
                 end.record()
                 torch.cuda.synchronize()
-                host_ms.append((time.perf_counter() - host_start) * 1e3)
-                device_ms.append(start.elapsed_time(end))
+                host = (time.perf_counter() - host_start) * 1e3
+                dev = start.elapsed_time(end)
             else:
                 host_start = time.perf_counter()
-                fn(*args)
-                elapsed = (time.perf_counter() - host_start) * 1e3
-                host_ms.append(elapsed)
-                device_ms.append(elapsed)
-        return {
+                out = fn(*args)
+                host = dev = (time.perf_counter() - host_start) * 1e3
+            if k >= warmup_runs:
+                host_ms.append(host)
+                device_ms.append(dev)
+        stats = {
             "median_ms": statistics.median(device_ms),
             "mean_ms": statistics.fmean(device_ms),
             "min_ms": min(device_ms),
@@ -76,6 +76,7 @@ class Timer:
             "host_median_ms": statistics.median(host_ms),
             "runs": timed_runs,
         }
+        return stats, index, out
 
 
 def _clone(inputs: Sequence) -> list:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 
@@ -27,6 +28,38 @@ def milestone_reward(
     if beats_eager:
         return 2.0
     return 1.0
+
+
+def compute_reward(
+    kind: str,
+    correct: bool,
+    speedup_vs_eager: float | None,
+    speedup_vs_compile: float | None,
+    margin: float = 0.05,
+) -> float:
+    """The reward of a judged candidate.
+
+    Args:
+        kind: "milestone" (see `milestone_reward`); "speedup": compile time / candidate time
+            (eager when compile was not measured), -1 when incorrect; "log_speedup": the natural
+            log of that speedup clipped to [-1, 3], -1 when incorrect.
+        correct: The candidate passed every check.
+        speedup_vs_eager: Eager time / candidate time.
+        speedup_vs_compile: torch.compile time / candidate time.
+        margin: Milestone margin.
+    """
+    if kind == "milestone":
+        return milestone_reward(correct, speedup_vs_eager, speedup_vs_compile, margin)
+    if not correct:
+        return -1.0
+    speedup = speedup_vs_compile if speedup_vs_compile is not None else speedup_vs_eager
+    if speedup is None or speedup <= 0:
+        return 0.0 if kind == "log_speedup" else 1.0
+    if kind == "speedup":
+        return float(speedup)
+    if kind == "log_speedup":
+        return float(min(3.0, max(-1.0, math.log(speedup))))
+    raise ValueError(f"unknown reward kind {kind!r}")
 
 
 @dataclass(frozen=True)
@@ -69,8 +102,11 @@ class Verdict:
         violations: Rule violations found (empty in a clean run).
         max_abs_error: Largest |candidate - reference| over all outputs and trials.
         max_rel_error: Largest |candidate - reference| / (|reference| + atol).
+        checks: Which checks ran and whether each passed (None: not run).
+        flags: Facts worth auditing that do not change the verdict (e.g. a degenerate task).
         trials: Number of input sets checked.
-        mode: Tolerance mode name; `atol` and `rtol` are its values.
+        mode: Precision mode ("strict", "kernelbench" or "paper").
+        reward_kind: Which reward function produced `reward`.
         device: "cuda" or "cpu"; `device_name` the GPU or CPU model.
         build: The BuildResult, when a build ran.
         profile_table: Top kernels/operators by device time, when profiled.
@@ -95,8 +131,9 @@ class Verdict:
     max_rel_error: float | None = None
     trials: int = 0
     mode: str = ""
-    atol: float = 0.0
-    rtol: float = 0.0
+    reward_kind: str = "milestone"
+    checks: dict[str, bool | None] = field(default_factory=dict)
+    flags: dict[str, object] = field(default_factory=dict)
     device: str = ""
     device_name: str = ""
     build: BuildResult | None = None

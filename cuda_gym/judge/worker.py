@@ -73,17 +73,6 @@ def _as_list(out) -> list:
     return [out]
 
 
-def _make_inputs(task, seed: int, device: str) -> list:
-    import torch
-
-    torch.manual_seed(seed)
-    # Create tensors directly on the device: random generation of GiB-sized inputs on the CPU
-    # would dominate the judge's time. Both processes use the same device RNG, so they agree.
-    with torch.device(device):
-        inputs = task.get_inputs()
-    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
-
-
 def _short_traceback(exc: BaseException, keep: int = 12) -> str:
     lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
     text = "".join(lines[-keep:])
@@ -121,90 +110,114 @@ def run_build(req: dict, rep: _Reporter) -> None:
     rep.finish({"ok": True})
 
 
-def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
-    """Compute reference outputs, compare the candidate's with them, time the baselines."""
-    import dataclasses
-
+def _clone(inputs: list) -> list:
     import torch
 
-    from cuda_gym.judge.compare import check_outputs_match
-    from cuda_gym.judge.timing import Timer
-
-    device = req["device"]
-    rep.enter("setup")
-    numerics = _pin_numerics()
-    task = _import_file("reference_task", req["task_path"])
-    torch.manual_seed(req["init_seed"])
-    with torch.device(device):
-        model = task.Model(*task.get_init_inputs()).to(device)
-    comparison = None
-    first_inputs = None
-    with torch.no_grad():
-        if req.get("candidate_outputs_path"):
-            rep.enter("compare")
-            actual = torch.load(
-                req["candidate_outputs_path"], map_location=device, weights_only=True
-            )
-            os.unlink(req["candidate_outputs_path"])
-            expected = []
-            for seed in seeds:
-                inputs = _make_inputs(task, seed, device)
-                out = _as_list(
-                    model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
-                )
-                expected.append([o.detach() if isinstance(o, torch.Tensor) else o for o in out])
-            cmp = check_outputs_match(expected, actual, req["atol"], req["rtol"])
-            comparison = dataclasses.asdict(cmp)
-            del expected, actual
-        if req["baselines"]:
-            first_inputs = _make_inputs(task, seeds[0], device)
-    del seeds
-    baselines = {}
-    timer = Timer(device) if req["baselines"] else None
-    with torch.no_grad():
-        for name in req["baselines"]:
-            rep.enter(f"baseline:{name}")
-            fn = model if name == "eager" else torch.compile(model)
-            try:
-                baselines[name] = timer.time_ms(
-                    fn, first_inputs, req["warmup_runs"], req["timed_runs"]
-                )
-            except Exception as exc:  # a baseline that cannot run is reported, not fatal
-                baselines[name] = {"error": _short_traceback(exc, keep=3)}
-    rep.finish(
-        {
-            "ok": True,
-            "device_name": _device_name(device),
-            "comparison": comparison,
-            "baselines": baselines,
-            "numerics": numerics,
-            "torch_version": torch.__version__,
-        }
-    )
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
-def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
-    """Load ModelNew, run it on the seeds' inputs, and optionally time and profile it."""
+def _to_host(out: list) -> list:
     import torch
 
-    from cuda_gym.judge.timing import Timer, profile_table
+    return [o.detach().cpu() if isinstance(o, torch.Tensor) else o for o in out]
 
-    device = req["device"]
+
+def _setup(req: dict, rep: _Reporter):
+    """Pin numerics, import the task and build its Model on the device (seeded)."""
+    import torch
+
     rep.enter("setup")
     numerics = _pin_numerics()
     task = _import_file("reference_task", req["task_path"])
     init_inputs = task.get_init_inputs()
     torch.manual_seed(req["init_seed"])
-    with torch.device(device):
-        reference_state = task.Model(*init_inputs).state_dict()
-    input_sets = [_make_inputs(task, seed, device) for seed in seeds]
+    with torch.device(req["device"]):
+        model = task.Model(*init_inputs).to(req["device"])
+    return task, init_inputs, model, numerics
+
+
+def run_probe(req: dict, rep: _Reporter) -> None:
+    """Once per task: which input distributions it tolerates, fp64 support, trivial answers."""
+    import copy
+
+    import torch
+
+    from cuda_gym.judge.compare import MODES, check_outputs_match
+    from cuda_gym.judge.inputs import DISTRIBUTIONS, make_inputs
+    from cuda_gym.judge.trivial import trivial_answers
+
+    device = req["device"]
+    task, _, model, numerics = _setup(req, rep)
+    rep.enter("probe")
+    ok_dists, expected, expected64, inputs_per = [], [], [], []
+    fp64_ok = True
+    with torch.no_grad():
+        try:
+            model64 = copy.deepcopy(model).double()
+        except Exception:  # some modules cannot run in float64
+            model64, fp64_ok = None, False
+        for dist in dict.fromkeys(DISTRIBUTIONS):
+            inputs = make_inputs(task, req["seed"], device, dist)
+            out = _as_list(model(*_clone(inputs)))
+            finite = all(torch.isfinite(o).all() for o in out if isinstance(o, torch.Tensor))
+            if not finite and dist != "as_is":
+                continue
+            ok_dists.append(dist)
+            expected.append(out)
+            inputs_per.append(inputs)
+            if model64 is not None:
+                try:
+                    out64 = _as_list(model64(*_to_double(inputs)))
+                    expected64.append(out64)
+                except Exception:
+                    model64, fp64_ok, expected64 = None, False, []
+        degenerate = {}
+        for mode in MODES:
+            names = []
+            for name, answer in trivial_answers(expected, inputs_per).items():
+                cmp = check_outputs_match(expected, answer, mode, expected64 if fp64_ok else None)
+                if cmp.correct:
+                    names.append(name)
+            degenerate[mode] = names
+    rep.finish(
+        {
+            "ok": True,
+            "distributions": ok_dists,
+            "fp64_ok": fp64_ok,
+            "degenerate": degenerate,
+            "numerics": numerics,
+        }
+    )
+
+
+def _to_double(inputs: list) -> list:
+    import torch
+
+    return [
+        x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs
+    ]
+
+
+def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
+    """Load ModelNew, run it on every input set under the fallback ban, save its outputs."""
+    import torch
+
+    from cuda_gym.judge.fallback import FallbackBan
+    from cuda_gym.judge.inputs import make_inputs
+    from cuda_gym.judge.output_checks import output_violations, poison_allocator
+    from cuda_gym.judge.timing import Timer, profile_table
+
+    device = req["device"]
+    task, init_inputs, reference, numerics = _setup(req, rep)
+    reference_state = {k: v.detach().clone() for k, v in reference.state_dict().items()}
+    del reference
+    input_sets = [make_inputs(task, s, device, d) for s, d in zip(seeds, req["distributions"])]
     init_seed = req.pop("init_seed")
     del seeds
 
     rep.enter("load")
     if req.get("module_dir"):
         sys.path.insert(0, req["module_dir"])
-    sys.path.insert(0, req["solution_dir"])
     try:
         solution = _import_file("model_new", os.path.join(req["solution_dir"], "model_new.py"))
         model_cls = getattr(solution, "ModelNew", None)
@@ -212,6 +225,7 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
             raise AttributeError("model_new.py defines no class ModelNew")
         torch.manual_seed(init_seed)
         model = model_cls(*init_inputs)
+        missing = []
         if isinstance(model, torch.nn.Module):
             model = model.to(device)
             own = model.state_dict()
@@ -220,8 +234,6 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
             }
             model.load_state_dict(copied, strict=False)
             missing = sorted(set(reference_state) - set(copied))
-        else:
-            missing = []
     except BaseException as exc:
         text = _short_traceback(exc)
         build_failed = "Error building extension" in text or "ninja" in text.lower()
@@ -229,38 +241,65 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
         return
 
     rep.enter("run")
-    outputs = []
+    ban = FallbackBan(req.get("allow_vendor_libraries", False))
+    violations: list[str] = []
+    poison_allocator(input_sets, device)
+
+    def guarded(*args):
+        # The ban covers exactly the candidate's forward, never the harness around it.
+        with ban:
+            return model(*args)
+
+    def call(inputs: list) -> list:
+        args = _clone(inputs)
+        with ban:
+            out = _as_list(model(*args))
+        if device == "cuda":
+            torch.cuda.synchronize()
+        violations.extend(output_violations(out, args, inputs))
+        return out
+
     try:
         with torch.no_grad():
-            for inputs in input_sets:
-                out = _as_list(
-                    model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
-                )
-                if device == "cuda":
-                    torch.cuda.synchronize()
-                outputs.append(
-                    [o.detach().cpu() if isinstance(o, torch.Tensor) else o for o in out]
-                )
+            outputs = [_to_host(call(inputs)) for inputs in input_sets]
+            repeat = _to_host(call(input_sets[0]))
     except BaseException as exc:
-        rep.finish({"ok": False, "error": _short_traceback(exc)})
+        rep.finish(
+            {
+                "ok": False,
+                "error": _short_traceback(exc),
+                "violations": _ban_violations(ban) + violations,
+            }
+        )
         return
-    torch.save(outputs, req["outputs_path"])
+    violations = _ban_violations(ban) + list(dict.fromkeys(violations))
 
+    timed = None
     timing = None
     table = None
-    try:
-        with torch.no_grad():
-            if req.get("timing"):
-                rep.enter("timing")
-                timing = Timer(device).time_ms(
-                    model, input_sets[0], req["warmup_runs"], req["timed_runs"]
-                )
-            if req.get("profile"):
-                rep.enter("profile")
-                table = profile_table(model, input_sets[0], device)
-    except BaseException as exc:
-        rep.finish({"ok": False, "error": _short_traceback(exc)})
-        return
+    if not violations:
+        try:
+            with torch.no_grad():
+                if req.get("timing"):
+                    rep.enter("timing")
+                    timing, last_set, last_out = Timer(device).time_ms(
+                        guarded, input_sets, req["warmup_runs"], req["timed_runs"]
+                    )
+                    timed = {"set": last_set, "outputs": _to_host(_as_list(last_out))}
+                if req.get("profile"):
+                    rep.enter("profile")
+                    table = profile_table(guarded, input_sets[0], device)
+        except BaseException as exc:
+            rep.finish(
+                {
+                    "ok": False,
+                    "error": _short_traceback(exc),
+                    "violations": _ban_violations(ban),
+                }
+            )
+            return
+        violations = _ban_violations(ban)
+    torch.save({"trials": outputs, "repeat": repeat, "timed": timed}, req["outputs_path"])
     rep.finish(
         {
             "ok": True,
@@ -268,9 +307,79 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
             "timing": timing,
             "profile_table": table,
             "weights_not_copied": missing,
+            "violations": violations,
             "numerics": numerics,
         }
     )
+
+
+def _ban_violations(ban) -> list[str]:
+    return [f"torch_fallback: {op} called inside ModelNew.forward" for op in ban.violations]
+
+
+def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
+    """Compute the reference outputs, compare the candidate's with them, time the baselines."""
+    import copy
+    import dataclasses
+
+    import torch
+
+    from cuda_gym.judge.compare import check_outputs_match
+    from cuda_gym.judge.inputs import make_inputs
+    from cuda_gym.judge.output_checks import bitwise_equal
+    from cuda_gym.judge.timing import Timer
+
+    device = req["device"]
+    mode = req["mode"]
+    task, _, model, numerics = _setup(req, rep)
+    result: dict = {"ok": True, "numerics": numerics, "torch_version": torch.__version__}
+    with torch.no_grad():
+        if req.get("candidate_outputs_path"):
+            rep.enter("compare")
+            cand = torch.load(req["candidate_outputs_path"], map_location=device, weights_only=True)
+            os.unlink(req["candidate_outputs_path"])
+            use64 = mode == "strict" and req.get("fp64_ok", True)
+            model64 = copy.deepcopy(model).double() if use64 else None
+            expected, expected64 = [], []
+            for seed, dist in zip(seeds, req["distributions"]):
+                inputs = make_inputs(task, seed, device, dist)
+                expected.append(_as_list(model(*_clone(inputs))))
+                if model64 is not None:
+                    expected64.append(_as_list(model64(*_to_double(inputs))))
+            e64 = expected64 or None
+            trials = check_outputs_match(expected, cand["trials"], mode, e64)
+            result["comparison"] = dataclasses.asdict(trials)
+            repeat = check_outputs_match(expected[:1], [cand["repeat"]], mode, e64 and e64[:1])
+            bitwise = all(
+                bitwise_equal(a, b) if isinstance(a, torch.Tensor) else a == b
+                for a, b in zip(cand["repeat"], cand["trials"][0])
+            )
+            result["determinism"] = {"within_tolerance": repeat.correct, "bitwise": bitwise}
+            if cand.get("timed") is not None:
+                k = cand["timed"]["set"]
+                timed = check_outputs_match(
+                    expected[k : k + 1], [cand["timed"]["outputs"]], mode, e64 and e64[k : k + 1]
+                )
+                result["timing_recheck"] = dataclasses.asdict(timed)
+            del cand, expected, expected64
+    baselines = {}
+    if req["baselines"]:
+        first_inputs = make_inputs(task, seeds[0], device, "as_is")
+        input_sets = [first_inputs]
+        del seeds
+        timer = Timer(device)
+        with torch.no_grad():
+            for name in req["baselines"]:
+                rep.enter(f"baseline:{name}")
+                fn = model if name == "eager" else torch.compile(model)
+                try:
+                    baselines[name], _, _ = timer.time_ms(
+                        fn, input_sets, req["warmup_runs"], req["timed_runs"]
+                    )
+                except Exception as exc:  # a baseline that cannot run is reported, not fatal
+                    baselines[name] = {"error": _short_traceback(exc, keep=3)}
+    result.update(device_name=_device_name(device), baselines=baselines)
+    rep.finish(result)
 
 
 def main() -> None:
@@ -280,6 +389,8 @@ def main() -> None:
     rep = _Reporter(req["result_path"])
     if role == "build":
         run_build(req, rep)
+    elif role == "probe":
+        run_probe(req, rep)
     elif role == "reference":
         seeds = req.pop("seeds")
         run_reference(req, seeds, rep)

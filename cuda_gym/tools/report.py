@@ -37,7 +37,7 @@ def correctness_text(verdict: Verdict) -> str:
         return f"FAIL while running the candidate (stage '{verdict.stage}'):\n{verdict.error}"
     errs = (
         f"max abs error {verdict.max_abs_error:.3g}, max rel error {verdict.max_rel_error:.3g} "
-        f"(atol={verdict.atol:g}, rtol={verdict.rtol:g}, mode {verdict.mode})"
+        f"(precision mode {verdict.mode})"
     )
     if verdict.correct:
         n = verdict.trials

@@ -1,43 +1,49 @@
+import pytest
 import torch
 
 from cuda_gym.judge.compare import check_outputs_match
 
 
-def _t(*values):
-    return torch.tensor(values, dtype=torch.float32)
+def _t(*values, dtype=torch.float32):
+    return torch.tensor(values, dtype=dtype)
 
 
 def test_equal_outputs_match_with_zero_error():
-    result = check_outputs_match([[_t(1, 2)]], [[_t(1, 2)]], 1e-4, 1e-4)
+    result = check_outputs_match([[_t(1, 2)]], [[_t(1, 2)]], "kernelbench")
     assert result.correct and result.max_abs_error == 0.0 and result.details == []
 
 
 def test_difference_inside_tolerance_passes():
-    result = check_outputs_match([[_t(1.0)]], [[_t(1.00005)]], 1e-4, 1e-4)
+    result = check_outputs_match([[_t(1.0)]], [[_t(1.00005)]], "kernelbench")
     assert result.correct
     assert abs(result.max_abs_error - 5e-5) < 1e-6
 
 
 def test_difference_outside_tolerance_fails_with_location():
-    result = check_outputs_match([[_t(1.0, 2.0)]], [[_t(1.0, 2.1)]], 1e-4, 1e-4)
+    result = check_outputs_match([[_t(1.0, 2.0)]], [[_t(1.0, 2.1)]], "kernelbench")
     assert not result.correct
-    assert "trial 0, output 0: 1 of 2 values outside" in result.details[0]
+    assert "trial 0, output 0: 1 of 2 values outside atol=0.0001" in result.details[0]
     assert "flat index 1" in result.details[0]
 
 
+def test_paper_mode_is_looser():
+    assert check_outputs_match([[_t(1.0)]], [[_t(1.005)]], "paper").correct
+    assert not check_outputs_match([[_t(1.0)]], [[_t(1.005)]], "kernelbench").correct
+
+
 def test_shape_dtype_and_count_mismatches_fail():
-    assert "shape" in check_outputs_match([[_t(1, 2)]], [[_t(1)]], 1, 1).details[0]
-    wrong_dtype = [[torch.tensor([1, 2], dtype=torch.float64)]]
-    assert "dtype" in check_outputs_match([[_t(1, 2)]], wrong_dtype, 1, 1).details[0]
-    assert "output(s)" in check_outputs_match([[_t(1)]], [[_t(1), _t(1)]], 1, 1).details[0]
-    assert "trials" in check_outputs_match([[_t(1)]], [], 1, 1).details[0]
+    assert "shape" in check_outputs_match([[_t(1, 2)]], [[_t(1)]]).details[0]
+    wrong_dtype = [[_t(1, 2, dtype=torch.float64)]]
+    assert "dtype" in check_outputs_match([[_t(1, 2)]], wrong_dtype).details[0]
+    assert "output(s)" in check_outputs_match([[_t(1)]], [[_t(1), _t(1)]]).details[0]
+    assert "trials" in check_outputs_match([[_t(1)]], []).details[0]
 
 
 def test_nan_passes_only_where_the_reference_has_nan():
     nan = float("nan")
-    assert check_outputs_match([[_t(nan, 1)]], [[_t(nan, 1)]], 1e-4, 1e-4).correct
-    assert not check_outputs_match([[_t(0, 1)]], [[_t(nan, 1)]], 1e-4, 1e-4).correct
-    assert not check_outputs_match([[_t(nan, 1)]], [[_t(0, 1)]], 1e-4, 1e-4).correct
+    assert check_outputs_match([[_t(nan, 1)]], [[_t(nan, 1)]]).correct
+    assert not check_outputs_match([[_t(0, 1)]], [[_t(nan, 1)]]).correct
+    assert not check_outputs_match([[_t(nan, 1)]], [[_t(0, 1)]]).correct
 
 
 def test_tensor_subclass_is_rejected():
@@ -45,5 +51,53 @@ def test_tensor_subclass_is_rejected():
         pass
 
     fake = _t(1, 2).as_subclass(Sneaky)
-    result = check_outputs_match([[_t(1, 2)]], [[fake]], 1e-4, 1e-4)
+    result = check_outputs_match([[_t(1, 2)]], [[fake]])
     assert not result.correct and "expected a torch.Tensor" in result.details[0]
+
+
+def _matmul_case(seed=0, k=512):
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(64, k, generator=gen)
+    b = torch.randn(k, 64, generator=gen)
+    ref32 = a @ b
+    ref64 = a.double() @ b.double()
+    return a, b, ref32, ref64
+
+
+def test_strict_accepts_an_honest_fp32_reordering():
+    a, b, ref32, ref64 = _matmul_case()
+    # Same fp32 arithmetic, another summation order: blocked accumulation over k.
+    reordered = sum(a[:, i : i + 64] @ b[i : i + 64] for i in range(0, a.shape[1], 64))
+    result = check_outputs_match([[ref32]], [[reordered]], "strict", [[ref64]])
+    assert result.correct, result.details
+
+
+@pytest.mark.parametrize("low", [torch.float16, torch.bfloat16])
+def test_strict_rejects_reduced_precision_inputs_that_loose_modes_accept(low):
+    a, b, ref32, ref64 = _matmul_case()
+    downgraded = (a.to(low).float() @ b.to(low).float()).float()
+    assert not check_outputs_match([[ref32]], [[downgraded]], "strict", [[ref64]]).correct
+    if low == torch.float16:
+        rel = (downgraded - ref32).abs().max() / ref32.abs().max()
+        assert rel < 1e-2  # a loose tolerance would have let this through
+
+
+def test_strict_rejects_tf32_like_rounding():
+    a, b, ref32, ref64 = _matmul_case()
+
+    def tf32(x):  # keep 10 mantissa bits, as TF32 tensor cores do
+        return (x.view(torch.int32) & ~0x1FFF).view(torch.float32)
+
+    result = check_outputs_match([[ref32]], [[tf32(a) @ tf32(b)]], "strict", [[ref64]])
+    assert not result.correct and "strict bound" in result.details[0]
+
+
+def test_strict_rejects_zeros_for_small_valued_outputs():
+    logits = 0.1 * torch.randn(8, 16384)
+    x, x64 = torch.softmax(logits, dim=-1), torch.softmax(logits.double(), dim=-1)
+    assert not check_outputs_match([[x]], [[torch.zeros_like(x)]], "strict", [[x64]]).correct
+    assert check_outputs_match([[x]], [[torch.zeros_like(x)]], "paper").correct
+
+
+def test_strict_without_fp64_falls_back_to_kernelbench_tolerance():
+    assert check_outputs_match([[_t(1.0)]], [[_t(1.00005)]], "strict", None).correct

@@ -24,7 +24,7 @@ def test_correct_kernel_is_accepted_with_timings(judge, task, tmp_path):
     assert verdict.compiled and verdict.correct and verdict.verdict == "accept"
     assert verdict.reward >= 1
     assert verdict.trials == 5
-    assert verdict.max_abs_error < 1e-4
+    assert verdict.max_rel_error < 1e-5  # relative: wide-range inputs make absolute errors large
     assert verdict.time_ms["candidate"] > 0 and verdict.time_ms["eager"] > 0
     assert verdict.time_ms["compile"] > 0
     assert verdict.speedup_vs_eager == pytest.approx(

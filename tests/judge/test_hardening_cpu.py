@@ -1,0 +1,145 @@
+"""The hardened judge on the CPU device: exploits are rejected for the right reason."""
+
+import pytest
+
+from cuda_gym.demo import MODEL_NEW
+from cuda_gym.judge import Judge, JudgeConfig
+from cuda_gym.tasks import builtin_task, task_from_string
+from tests.judge.exploit_kernels import SOURCE
+from tests.solutions import TASK_ID, model_new_calling
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def task():
+    return builtin_task(TASK_ID).for_device("cpu")
+
+
+def judge_for(**kwargs):
+    base = dict(device="cpu", timed_runs=4, warmup_runs=1, run_timeout_s=60)
+    return Judge(JudgeConfig(**{**base, **kwargs}))
+
+
+def exploit(tmp_path, function):
+    (tmp_path / "kernels").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "kernels" / "exploits.cpp").write_text(SOURCE)
+    (tmp_path / "model_new.py").write_text(model_new_calling(function))
+    return tmp_path
+
+
+def reasons(verdict):
+    return [v.split(":")[0] for v in verdict.violations]
+
+
+def test_honest_kernel_passes_every_check(task, tmp_path):
+    verdict = judge_for().evaluate(task, exploit(tmp_path, "honest"))
+    assert verdict.verdict == "accept", verdict.error
+    assert verdict.checks == {
+        "static": True,
+        "fallback_ban": True,
+        "outputs_plain": True,
+        "inputs_unmutated": True,
+        "correct": True,
+        "deterministic": True,
+        "timing_recheck": True,
+    }
+    assert verdict.mode == "strict" and verdict.violations == []
+
+
+def test_python_level_torch_fallback_is_refused(task, tmp_path):
+    (tmp_path / "model_new.py").write_text(
+        MODEL_NEW.replace(
+            "return kernels_ext.gated_multiply(x, gate, self.gate_bias)",
+            "return x * torch.sigmoid(gate + self.gate_bias)",
+        ).replace("import kernels_ext\n", "")
+    )
+    verdict = judge_for().evaluate(task, tmp_path, timing=False)
+    assert verdict.verdict == "reject" and reasons(verdict)[0] == "torch_fallback"
+    assert "aten.add.Tensor" in verdict.violations[0]
+
+
+@pytest.mark.parametrize(
+    ("function", "reason"),
+    [
+        ("aten_fallback", "torch_fallback"),
+        ("mutate_input", "input_mutated"),
+        ("alias_input", "output_alias"),
+        ("flaky", "nondeterministic"),
+    ],
+)
+def test_exploit_is_rejected_for_its_reason(task, tmp_path, function, reason):
+    verdict = judge_for().evaluate(task, exploit(tmp_path, function), timing=False)
+    assert verdict.verdict == "reject" and verdict.reward == -1
+    assert reason in reasons(verdict), verdict.violations
+
+
+def test_wrong_outputs_inside_the_timing_loop_are_caught(task, tmp_path):
+    verdict = judge_for().evaluate(task, exploit(tmp_path, "lazy_in_timing"))
+    assert verdict.verdict == "reject" and "timing_recheck" in reasons(verdict)
+    assert verdict.checks["correct"] is True and verdict.checks["timing_recheck"] is False
+
+
+def test_precision_downgrade_fails_strict_but_passes_paper(task, tmp_path):
+    solution = exploit(tmp_path, "half_inputs")
+    strict = judge_for().evaluate(task, solution, timing=False)
+    assert strict.verdict == "reject" and "strict bound" in strict.error
+    paper = judge_for(tolerance_mode="paper").evaluate(task, solution, timing=False)
+    assert paper.verdict == "accept" and paper.mode == "paper"
+
+
+def test_extra_input_distributions_catch_range_shortcuts(task, tmp_path):
+    verdict = judge_for(tolerance_mode="kernelbench").evaluate(
+        task, exploit(tmp_path, "clamped_gate"), timing=False
+    )
+    assert verdict.verdict == "reject"
+    assert any("trial 2" in d or "trial 3" in d for d in verdict.details)
+
+
+def test_static_checks_reject_a_try_except_fallback(task, tmp_path):
+    (tmp_path / "model_new.py").write_text(
+        MODEL_NEW.replace(
+            "        return kernels_ext.gated_multiply(x, gate, self.gate_bias)",
+            "        try:\n            return kernels_ext.gated_multiply(x, gate, self.gate_bias)\n"
+            "        except RuntimeError:\n            return x",
+        )
+    )
+    verdict = judge_for().evaluate(task, tmp_path, timing=False)
+    assert verdict.verdict == "reject" and verdict.stage == "static"
+    assert reasons(verdict) == ["static"] and "try_except" in verdict.violations[0]
+
+
+TINY_TASK = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 1e-6
+
+def get_inputs():
+    return [torch.randn(64, 64)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_degenerate_tasks_are_flagged_by_the_probe():
+    probe = judge_for().probe_task(task_from_string(TINY_TASK, "tiny").for_device("cpu"))
+    assert {"zeros", "mean"} <= set(probe["degenerate"]["paper"])
+    assert probe["degenerate"]["strict"] == []
+    assert probe["fp64_ok"] is True
+    assert probe["distributions"] == ["as_is", "uniform", "heavy_tailed", "wide_range"]
+    softmax = judge_for().probe_task(builtin_task("row_softmax").for_device("cpu"))
+    assert softmax["degenerate"] == {"strict": [], "kernelbench": [], "paper": []}
+
+
+@pytest.mark.parametrize(
+    ("kind", "check"), [("speedup", lambda r: r > 0), ("log_speedup", lambda r: -1 <= r <= 3)]
+)
+def test_alternative_rewards(task, tmp_path, kind, check):
+    verdict = judge_for(reward=kind).evaluate(task, exploit(tmp_path, "honest"))
+    assert verdict.reward_kind == kind and check(verdict.reward)
+    wrong = judge_for(reward=kind).evaluate(task, exploit(tmp_path / "w", "half_inputs"))
+    assert wrong.reward == -1
