@@ -29,7 +29,7 @@ def baseline_key(task_hash: str, info: DeviceInfo, config: JudgeConfig) -> str:
 
 def probe_key(task_hash: str, info: DeviceInfo) -> str:
     """Key of a task's probe (usable distributions, fp64 support, trivial answers)."""
-    parts = [task_hash, info.device, info.name, info.torch_version, "probe-v1"]
+    parts = [task_hash, info.device, info.name, info.torch_version, "probe-v2"]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
 

@@ -108,6 +108,24 @@ def _structure_problem(exp: torch.Tensor, act) -> str | None:
     return None
 
 
+def _tolerance(
+    exp: torch.Tensor, mode: str, ref64: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, float, str]:
+    """(reference to compare with, per-element tolerance, atol used for relative errors, label)."""
+    strict = mode == "strict" and exp.dtype == torch.float32 and ref64 is not None
+    ref = ref64.to(exp.device, torch.float64) if strict else exp.double()
+    finite = torch.isfinite(ref)
+    if strict:
+        e32 = torch.where(finite, (exp.double() - ref).abs(), torch.zeros_like(ref))
+        magnitude = torch.where(finite, ref.abs(), torch.zeros_like(ref))
+        floor = EPS32 * float(magnitude.max()) if magnitude.numel() else 0.0
+        bound = STRICT_FACTOR * max(float(e32.max()) if e32.numel() else 0.0, floor, 1e-30)
+        label = f"strict bound {bound:.3g} (fp32 reference error x{STRICT_FACTOR:g})"
+        return ref, torch.full_like(ref, bound), bound, label
+    atol, rtol = allclose_tolerance(mode, exp.dtype)
+    return ref, atol + rtol * ref.abs(), atol, f"atol={atol:g}, rtol={rtol:g}"
+
+
 def _compare_values(
     result: Comparison,
     where: str,
@@ -121,8 +139,7 @@ def _compare_values(
         if mismatched:
             result.fail(f"{where}: {mismatched} of {exp.numel()} values differ")
         return
-    strict = mode == "strict" and exp.dtype == torch.float32 and ref64 is not None
-    ref = ref64.to(exp.device, torch.float64) if strict else exp.double()
+    ref, tol, atol, label = _tolerance(exp, mode, ref64)
     act64 = act.double()
     finite = torch.isfinite(ref)
     same_nonfinite = (~finite) & ((ref == act64) | (torch.isnan(ref) & torch.isnan(act64)))
@@ -131,18 +148,6 @@ def _compare_values(
     )
     both = finite & torch.isfinite(act64)
     diff = torch.where(both, (act64 - ref).abs(), torch.zeros_like(ref))
-    if strict:
-        e32 = torch.where(finite, (exp.double() - ref).abs(), torch.zeros_like(ref))
-        magnitude = torch.where(finite, ref.abs(), torch.zeros_like(ref))
-        floor = EPS32 * float(magnitude.max()) if magnitude.numel() else 0.0
-        bound = STRICT_FACTOR * max(float(e32.max()) if e32.numel() else 0.0, floor, 1e-30)
-        tol = torch.full_like(ref, bound)
-        label = f"strict bound {bound:.3g} (fp32 reference error x{STRICT_FACTOR:g})"
-        atol = bound
-    else:
-        atol, rtol = allclose_tolerance(mode, exp.dtype)
-        tol = atol + rtol * ref.abs()
-        label = f"atol={atol:g}, rtol={rtol:g}"
     if diff.numel():
         result.max_abs_error = max(result.max_abs_error, float(diff.max()))
         rel = diff / (ref.abs() + atol)
@@ -158,3 +163,37 @@ def _compare_values(
             f"{where}: {n_over} of {exp.numel()} values outside {label}; worst at flat index "
             f"{idx}: got {act.flatten()[idx].item():.8g}, expected {ref.flatten()[idx].item():.8g}"
         )
+
+
+def runs_agree(
+    first: list, second: list, mode: str, expected: list, expected64: list | None = None
+) -> bool:
+    """Whether two runs of the candidate on the same input differ by no more than the tolerance.
+
+    The tolerance is the one the outputs are judged with (derived from the reference outputs
+    `expected` / `expected64` of that input); non-finite values must match exactly.
+    """
+    if len(first) != len(second):
+        return False
+    for i, (a, b, exp) in enumerate(zip(first, second, expected)):
+        if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+            if a != b:
+                return False
+            continue
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if not a.is_floating_point():
+            if not torch.equal(a, b):
+                return False
+            continue
+        ref64 = expected64[i] if expected64 is not None else None
+        _, tol, _, _ = _tolerance(exp, mode, ref64)
+        a64, b64 = a.double(), b.double()
+        finite = torch.isfinite(a64) & torch.isfinite(b64)
+        same = (a64 == b64) | (torch.isnan(a64) & torch.isnan(b64))
+        if not bool((finite | same).all()):
+            return False
+        diff = torch.where(finite, (a64 - b64).abs(), torch.zeros_like(a64))
+        if bool((diff > tol.to(diff.device)).any()):
+            return False
+    return True

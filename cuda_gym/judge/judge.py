@@ -23,6 +23,7 @@ from cuda_gym.judge.build import build_kernels
 from cuda_gym.judge.config import JudgeConfig
 from cuda_gym.judge.device import device_info
 from cuda_gym.judge.inputs import DISTRIBUTIONS
+from cuda_gym.judge.roofline import SOL_SLACK
 from cuda_gym.judge.static_checks import check_solution_source
 from cuda_gym.judge.verdict import BuildResult, Verdict, compute_reward
 from cuda_gym.runtime import python_child_env, run_process
@@ -188,7 +189,8 @@ class Judge:
                 "seeds": seeds,
                 "init_seed": init_seed,
                 "distributions": distributions,
-                "allow_vendor_libraries": cfg.allow_vendor_libraries,
+                "allow_vendor_libraries": cfg.allow_vendor_libraries
+                or bool(task.judge_options.get("allow_vendor_libraries")),
                 "timing": timing,
                 "profile": profile,
                 "warmup_runs": cfg.warmup_runs,
@@ -288,8 +290,13 @@ class Judge:
             verdict.error = "Rule violations:\n" + "\n".join(verdict.violations)
         verdict.profile_table = cand_result.get("profile_table")
         verdict.stage = "done"
+        if cand_result.get("profile_kernel_ms_per_call") is not None:
+            verdict.flags["profile_kernel_ms_per_call"] = cand_result["profile_kernel_ms_per_call"]
+        if cand_result.get("gpu_state"):
+            verdict.flags["gpu_state"] = cand_result["gpu_state"]
         if timing:
             self._set_speedups(verdict, cand_result.get("timing") or {}, baselines)
+            apply_speed_of_light(verdict, probe.get("roofline"))
 
     @staticmethod
     def _set_speedups(verdict: Verdict, timing: dict, baselines: dict) -> None:
@@ -347,6 +354,28 @@ class Judge:
             "error": error,
             "duration_s": proc.duration_s,
         }
+
+
+def apply_speed_of_light(verdict: Verdict, roofline: dict | None) -> None:
+    """Flag a candidate timed below the task's speed-of-light bound; it earns no speedup.
+
+    Also flags a CUDA-event time far below the host wall-clock of the same calls.
+    """
+    cand_ms = verdict.time_ms.get("candidate")
+    host_ms = verdict.flags.get("candidate_host_median_ms")
+    if cand_ms and host_ms and host_ms > 0.1 and cand_ms < 0.5 * host_ms:
+        verdict.flags["timing_mismatch"] = {"event_ms": cand_ms, "host_ms": host_ms}
+    sol_ms = (roofline or {}).get("sol_ms")
+    if not cand_ms or not sol_ms:
+        return
+    if cand_ms < SOL_SLACK * sol_ms:
+        verdict.flags["speed_of_light"] = {"candidate_ms": cand_ms, "bound_ms": sol_ms}
+        verdict.details.append(
+            f"timed at {cand_ms:.4f} ms, below the task's speed-of-light bound of {sol_ms:.4f} ms: "
+            "no speedup reward"
+        )
+        verdict.speedup_vs_eager = None
+        verdict.speedup_vs_compile = None
 
 
 def static_violations(source: str) -> list[str]:

@@ -83,8 +83,14 @@ def _clone(inputs: Sequence) -> list:
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
-def profile_table(fn: Callable, inputs: Sequence, device: str, runs: int = 3, top: int = 12) -> str:
-    """A text table of the operators/kernels that took the most device time over `runs` calls."""
+def profile_table(
+    fn: Callable, inputs: Sequence, device: str, runs: int = 3, top: int = 12
+) -> tuple[str, float | None]:
+    """The operators/kernels that took the most device time over `runs` calls.
+
+    Returns:
+        A text table, and on CUDA the summed GPU kernel time per call in ms (None on the CPU).
+    """
     from torch.profiler import ProfilerActivity, profile, record_function
 
     calls = [_clone(inputs) for _ in range(runs)]
@@ -109,7 +115,7 @@ def profile_table(fn: Callable, inputs: Sequence, device: str, runs: int = 3, to
                 continue
         rows.append((evt.key, evt.count, total_us / 1e3))
     if not rows:
-        return "(the profiler recorded no device activity)"
+        return "(the profiler recorded no device activity)", None
     rows.sort(key=lambda r: r[2], reverse=True)
     grand = sum(r[2] for r in rows)
     kind = "GPU kernel" if device == "cuda" else "CPU operator"
@@ -120,4 +126,5 @@ def profile_table(fn: Callable, inputs: Sequence, device: str, runs: int = 3, to
     if len(rows) > top:
         rest = sum(r[2] for r in rows[top:])
         lines.append(f"{100 * rest / grand:5.1f}%  {rest:9.3f}  {'':5}  ({len(rows) - top} more)")
-    return "\n".join(lines)
+    per_call_ms = grand / runs if device == "cuda" else None
+    return "\n".join(lines), per_call_ms

@@ -2,7 +2,10 @@
 
 A task file defines `class Model(nn.Module)`, `get_inputs()` and `get_init_inputs()`. Built-in
 tasks may also define a top-level dict literal `CPU_SIZES = {"name": value, ...}`: for the CPU
-device the named top-level constants take those values, so one file serves both devices.
+device the named top-level constants take those values, so one file serves both devices. A task
+may declare judge options in a top-level dict literal `JUDGE_OPTIONS`, e.g.
+`JUDGE_OPTIONS = {"allow_vendor_libraries": True}` to let solutions call cuBLAS GEMMs and cuDNN
+convolutions through ATen (the published rule).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from cuda_gym.errors import TaskFormatError, UnknownTaskError
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 DEVICES = ("cuda", "cpu")
+JUDGE_OPTION_NAMES = ("allow_vendor_libraries",)
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,28 @@ class Task:
         """The module docstring's first line, or an empty string."""
         doc = ast.get_docstring(ast.parse(self.source)) or ""
         return doc.strip().splitlines()[0] if doc.strip() else ""
+
+    @property
+    def judge_options(self) -> dict:
+        """The task's `JUDGE_OPTIONS` dict literal, or an empty dict."""
+        for node in ast.parse(self.source).body:
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "JUDGE_OPTIONS"
+            ):
+                try:
+                    value = ast.literal_eval(node.value)
+                except ValueError as exc:
+                    raise TaskFormatError("JUDGE_OPTIONS must be a dict literal") from exc
+                unknown = set(value) - set(JUDGE_OPTION_NAMES) if isinstance(value, dict) else {0}
+                if unknown:
+                    raise TaskFormatError(
+                        f"JUDGE_OPTIONS must be a dict with keys from {JUDGE_OPTION_NAMES}"
+                    )
+                return value
+        return {}
 
     def for_device(self, device: str) -> Task:
         """Return the task specialised for `device`: CPU sizes applied, `CPU_SIZES` removed.

@@ -101,3 +101,17 @@ def test_strict_rejects_zeros_for_small_valued_outputs():
 
 def test_strict_without_fp64_falls_back_to_kernelbench_tolerance():
     assert check_outputs_match([[_t(1.0)]], [[_t(1.00005)]], "strict", None).correct
+
+
+def test_runs_agree_uses_the_judging_tolerance():
+    from cuda_gym.judge.compare import runs_agree
+
+    ref = _t(1.0, 2.0)
+    assert runs_agree([_t(1.0, 2.0)], [_t(1.0, 2.0)], "kernelbench", [ref])
+    assert runs_agree([_t(1.0, 2.0)], [_t(1.00001, 2.0)], "kernelbench", [ref])
+    assert not runs_agree([_t(1.0, 2.0)], [_t(1.1, 2.0)], "kernelbench", [ref])
+    # Two equally wrong runs agree: wrongness is the comparison's business, not determinism's.
+    assert runs_agree([_t(5.0, 5.0)], [_t(5.0, 5.0)], "strict", [ref], [ref.double()])
+    nan = float("nan")
+    assert runs_agree([_t(nan, 1.0)], [_t(nan, 1.0)], "kernelbench", [ref])
+    assert not runs_agree([_t(nan, 1.0)], [_t(0.0, 1.0)], "kernelbench", [ref])

@@ -143,3 +143,51 @@ def test_alternative_rewards(task, tmp_path, kind, check):
     assert verdict.reward_kind == kind and check(verdict.reward)
     wrong = judge_for(reward=kind).evaluate(task, exploit(tmp_path / "w", "half_inputs"))
     assert wrong.reward == -1
+
+
+LINEAR_TASK = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(32, 16)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+
+def get_inputs():
+    return [torch.randn(8, 32)]
+
+def get_init_inputs():
+    return []
+"""
+
+VENDOR_SOLUTION = """
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(32, 16)
+
+    def forward(self, x):
+        y = torch.mm(x, self.linear.weight.t())
+        return y
+"""
+
+
+def test_vendor_gemm_is_allowed_only_when_the_task_opts_in(tmp_path):
+    (tmp_path / "model_new.py").write_text(VENDOR_SOLUTION)
+    plain = task_from_string(LINEAR_TASK, "linear").for_device("cpu")
+    verdict = judge_for().evaluate(plain, tmp_path, timing=False)
+    assert verdict.violations[0].startswith("torch_fallback: aten.mm.default")
+    opted = task_from_string(
+        LINEAR_TASK + "\nJUDGE_OPTIONS = {'allow_vendor_libraries': True}\n", "linear_opt"
+    ).for_device("cpu")
+    verdict = judge_for().evaluate(opted, tmp_path, timing=False)
+    # The GEMM is allowed now; the solution is still wrong (no bias, no relu).
+    assert verdict.violations == [] and verdict.checks["fallback_ban"] is True
+    assert verdict.checks["correct"] is False

@@ -89,3 +89,12 @@ def test_missing_kernelbench_parts_are_reported():
         task_from_string("class Model: pass\n")
     with pytest.raises(TaskFormatError, match="not valid Python"):
         task_from_string("def (\n")
+
+
+def test_judge_options_are_read_from_the_task():
+    assert task_from_string(SOURCE).judge_options == {}
+    opted = task_from_string(SOURCE + "\nJUDGE_OPTIONS = {'allow_vendor_libraries': True}\n")
+    assert opted.judge_options == {"allow_vendor_libraries": True}
+    assert opted.for_device("cpu").judge_options == {"allow_vendor_libraries": True}
+    with pytest.raises(TaskFormatError, match="JUDGE_OPTIONS"):
+        _ = task_from_string(SOURCE + "\nJUDGE_OPTIONS = {'fast': 1}\n").judge_options

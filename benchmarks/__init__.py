@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that reproduce one figure each and write it as JSON."""

@@ -1,0 +1,68 @@
+"""Speed-of-light bounds: no correct kernel can beat bytes / bandwidth or flops / peak.
+
+The probe measures a task's compulsory traffic (its inputs and outputs) and its flop count
+(PyTorch's FlopCounterMode: matmuls and convolutions), and the GPU's copy bandwidth; a candidate
+timed below the resulting bound is measuring something other than the task.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# Nominal dense fp32 (non-tensor-core) peaks, FLOP/s. A GPU missing here gets a measured bound.
+FP32_PEAK_FLOPS = {
+    "H200": 67e12,
+    "H100": 67e12,
+    "A100": 19.5e12,
+    "L40S": 91.6e12,
+    "B200": 80e12,
+}
+# Candidate time below this fraction of the bound is flagged (leaves room for timer noise).
+SOL_SLACK = 0.8
+
+
+def tensor_bytes(values) -> int:
+    """Bytes held by the tensors in a list."""
+    return sum(x.numel() * x.element_size() for x in values if isinstance(x, torch.Tensor))
+
+
+def count_flops(model, inputs: list) -> int:
+    """FLOPs of one forward call, as PyTorch's flop counter sees them."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model(*inputs)
+    return int(counter.get_total_flops())
+
+
+def measure_bandwidth(device: str = "cuda", nbytes: int = 1 << 30) -> float:
+    """Device-to-device copy bandwidth in bytes/s (bytes read plus bytes written)."""
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(10):
+        dst.copy_(src)
+    end.record()
+    torch.cuda.synchronize()
+    return 2 * nbytes * 10 / (start.elapsed_time(end) / 1e3)
+
+
+def peak_flops(device_name: str) -> float | None:
+    """The nominal fp32 peak of a known GPU, or None."""
+    for key, value in FP32_PEAK_FLOPS.items():
+        if key in device_name:
+            return value
+    return None
+
+
+def speed_of_light_ms(bytes_moved: int, flops: int, bandwidth: float, peak: float | None) -> float:
+    """Lower bound on one call's time, in milliseconds."""
+    bound_s = bytes_moved / bandwidth if bandwidth > 0 else 0.0
+    if peak:
+        bound_s = max(bound_s, flops / peak)
+    return bound_s * 1e3
