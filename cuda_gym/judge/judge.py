@@ -24,7 +24,11 @@ from cuda_gym.judge.config import JudgeConfig
 from cuda_gym.judge.device import device_info
 from cuda_gym.judge.inputs import DISTRIBUTIONS
 from cuda_gym.judge.roofline import SOL_SLACK
-from cuda_gym.judge.static_checks import check_solution_source
+from cuda_gym.judge.static_checks import (
+    check_native_sources,
+    check_solution_source,
+    string_constants,
+)
 from cuda_gym.judge.verdict import BuildResult, Verdict, compute_reward
 from cuda_gym.runtime import python_child_env, run_process
 from cuda_gym.tasks import Task
@@ -111,18 +115,12 @@ class Judge:
         probe = self._probes.get(key)
         if probe is None:
             with tempfile.TemporaryDirectory(prefix="cuda_gym_probe_", dir=_scratch_dir()) as tmp:
-                task_path = Path(tmp) / "reference_task.py"
-                task_path.write_text(task.source)
                 res = self._run_worker(
                     "probe",
                     Path(tmp),
-                    {
-                        "task_path": str(task_path),
-                        "device": self.config.device,
-                        "seed": 12345,
-                        "init_seed": 54321,
-                    },
+                    {"device": self.config.device, "seed": 12345, "init_seed": 54321},
                     timeout_s=self.config.run_timeout_s,
+                    task=task,
                 )
             if not res["ok"]:
                 raise WorkerError(f"probing task {task.task_id!r} failed: {res['error']}")
@@ -148,7 +146,7 @@ class Judge:
         except SyntaxError as exc:
             verdict.error = f"{SOLUTION_FILE} has a syntax error: {exc.msg} (line {exc.lineno})"
             return
-        found = static_violations(source)
+        found = static_violations(source, snap / KERNELS_DIR)
         checks["static"] = not found
         if found:
             verdict.violations += found
@@ -171,8 +169,6 @@ class Judge:
             d if d in usable else "as_is"
             for d in (DISTRIBUTIONS[k % len(DISTRIBUTIONS)] for k in range(cfg.correctness_trials))
         ]
-        task_path = tmp / "reference_task.py"
-        task_path.write_text(task.source)
         seeds = [secrets.randbits(62) for _ in range(cfg.correctness_trials)]
         init_seed = secrets.randbits(62)
 
@@ -182,7 +178,6 @@ class Judge:
             "candidate",
             tmp,
             {
-                "task_path": str(task_path),
                 "solution_dir": str(snap),
                 "module_dir": build.module_dir,
                 "device": cfg.device,
@@ -197,6 +192,7 @@ class Judge:
                 "timed_runs": cfg.timed_runs,
             },
             timeout_s=cfg.run_timeout_s + (cfg.build_timeout_s if "load_inline" in source else 0),
+            task=task,
         )
         verdict.stage = cand.get("stage", "load")
         verdict.stage_times_s["candidate"] = cand["duration_s"]
@@ -230,7 +226,6 @@ class Judge:
             "reference",
             tmp,
             {
-                "task_path": str(task_path),
                 "device": cfg.device,
                 "seeds": seeds,
                 "init_seed": init_seed,
@@ -244,6 +239,7 @@ class Judge:
             },
             timeout_s=cfg.run_timeout_s
             + (cfg.compile_baseline_timeout_s if "compile" in wanted else 0),
+            task=task,
         )
         verdict.stage_times_s["reference"] = ref["duration_s"]
         if not ref["ok"]:
@@ -315,17 +311,30 @@ class Judge:
         if verdict.time_ms["compile"]:
             verdict.speedup_vs_compile = verdict.time_ms["compile"] / cand_ms
 
-    def _run_worker(self, role: str, tmp: Path, request: dict, timeout_s: float) -> dict:
-        """Run a worker child; return {"ok", "error", "stage", "result", "outputs_path"}."""
-        result_path = tmp / f"{role}.json"
-        outputs_path = tmp / f"{role}_outputs.pt"
+    def _run_worker(
+        self, role: str, tmp: Path, request: dict, timeout_s: float, task: Task | None = None
+    ) -> dict:
+        """Run a worker child; return {"ok", "error", "stage", "result", "outputs_path"}.
+
+        Each run gets a fresh directory with a random name, created just before the child
+        starts, holding its own copy of the task: a candidate that ran earlier cannot have
+        planted or rewritten anything the next child reads.
+        """
+        work = tmp / f"{role}-{secrets.token_hex(8)}"
+        work.mkdir()
+        result_path = work / "result.json"
+        outputs_path = work / "outputs.pt"
         request = dict(request, result_path=str(result_path), outputs_path=str(outputs_path))
+        if task is not None:
+            task_path = work / "reference_task.py"
+            task_path.write_text(task.source)
+            request["task_path"] = str(task_path)
         env = python_child_env()
         env.setdefault("TORCH_EXTENSIONS_DIR", str(self.config.resolved_cache_dir / "inline"))
         proc = run_process(
             [sys.executable, "-m", "cuda_gym.judge.worker", role],
             timeout_s=timeout_s,
-            cwd=tmp,
+            cwd=work,
             env=env,
             stdin_data=json.dumps(request).encode(),
         )
@@ -378,9 +387,18 @@ def apply_speed_of_light(verdict: Verdict, roofline: dict | None) -> None:
         verdict.speedup_vs_compile = None
 
 
-def static_violations(source: str) -> list[str]:
-    """The static checks' findings as "static:<rule>: line N: message" strings."""
-    return [f"static:{v.rule}: line {v.line}: {v.message}" for v in check_solution_source(source)]
+def static_violations(source: str, kernels_dir: Path | None = None) -> list[str]:
+    """Static findings on model_new.py and the C++/CUDA sources, as "static:<rule>: ..." strings."""
+    found = check_solution_source(source)
+    native = {f"model_new.py string {i}": s for i, s in enumerate(string_constants(source))}
+    if kernels_dir is not None and kernels_dir.is_dir():
+        for path in sorted(kernels_dir.rglob("*")):
+            if path.is_file():
+                native[f"kernels/{path.relative_to(kernels_dir)}"] = path.read_text(
+                    errors="replace"
+                )
+    found += check_native_sources(native)
+    return [f"static:{v.rule}: line {v.line}: {v.message}" for v in found]
 
 
 def _scratch_dir() -> str | None:

@@ -29,6 +29,9 @@ def output_violations(out: list, args: list, originals: list) -> list[str]:
     found = []
     arg_tensors = [a for a in args if isinstance(a, torch.Tensor)]
     for o in out:
+        if not isinstance(o, torch.Tensor) and not (o is None or type(o) in (bool, int, float)):
+            found.append(f"output_type: output is a {type(o).__name__}, not a plain Tensor")
+            continue
         if isinstance(o, torch.Tensor):
             if type(o) is not torch.Tensor:
                 found.append(f"output_type: output is a {type(o).__name__}, not a plain Tensor")

@@ -28,8 +28,27 @@ RULES: dict[str, str] = {
     "op_registration": "No torch.library, torch.ops.load_library, or cpp_extension builds with "
     "is_python_module=False or **kwargs.",
     "global_state": "No state across calls: no global/nonlocal, no mutation of module-level "
-    "objects in functions, no stores on self in forward, no data_ptr(), no argument caches.",
+    "objects in functions, no stores on self in forward, no data_ptr(), no argument caches, "
+    "no mutable default arguments.",
+    "private_api": "No private torch APIs (any `torch...._name` path, e.g. torch._C or "
+    "torch.utils._python_dispatch): they reach the harness's dispatcher and internals.",
+    "dispatcher_bypass": "C++/CUDA sources must not touch dispatch keys or guards "
+    "(ExcludeDispatchKeyGuard, DispatchKeySet, AutoDispatchBelow..., c10::impl TLS).",
 }
+
+# Tokens in C++/CUDA sources that switch off dispatcher modes (and with them the fallback ban).
+NATIVE_FORBIDDEN_TOKENS = (
+    "DispatchKey",
+    "ExcludeDispatchKeyGuard",
+    "IncludeDispatchKeyGuard",
+    "AutoDispatchBelow",
+    "AutoNonVariableTypeMode",
+    "c10::impl::tls",
+    "tls_local_dispatch_key_set",
+    "_force_tls_local",
+    "PythonDispatcher",
+    "TORCH_LIBRARY",
+)
 
 ALLOWED_MODULES = frozenset(
     "torch math typing __future__ numbers functools dataclasses collections kernels_ext cupy "
@@ -147,6 +166,10 @@ _MESSAGES = {
     "inputs.",
     "forward_state": "`{name}` stores state on the module inside forward, which carries results "
     "across calls; create parameters and buffers in __init__ and only read them in forward.",
+    "arg_default": "The mutable default argument `{name}` keeps state across calls; use None "
+    "and compute every output from the current inputs.",
+    "private_api": "`{name}` is a private torch API; use only public torch functions for "
+    "allocation and views, and your own kernels for compute.",
 }
 
 
@@ -216,6 +239,42 @@ def check_solution_source(source: str, *, allow_streams: bool = False) -> list[S
         for violation in check(mod):
             found.setdefault((violation.rule, violation.line), violation)
     return sorted(found.values(), key=lambda v: (v.line, v.rule))
+
+
+def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
+    """Scan C++/CUDA sources (kernels/ files, load_inline strings) for dispatcher bypasses.
+
+    Args:
+        sources: Source text by display name (e.g. "kernels/k.cu").
+    """
+    found = []
+    for name, text in sources.items():
+        for lineno, line in enumerate(text.splitlines(), 1):
+            token = next((t for t in NATIVE_FORBIDDEN_TOKENS if t in line), None)
+            if token:
+                found.append(
+                    StaticViolation(
+                        "dispatcher_bypass",
+                        lineno,
+                        f"`{token}` in {name} reaches the dispatcher's internals; call your "
+                        "kernels directly and leave dispatch keys alone.",
+                    )
+                )
+                break
+    return found
+
+
+def string_constants(source: str) -> list[str]:
+    """Every string literal of a Python source (load_inline sources live there)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ]
 
 
 def _message(key: str, **fields: str) -> str:
@@ -368,6 +427,8 @@ def _check_module(node: ast.AST, module: str) -> Iterator[StaticViolation]:
         yield _at(node, "reference_access", "reference_import", module)
     elif top not in ALLOWED_MODULES or _under(module, FORBIDDEN_TORCH_MODULES):
         yield _at(node, "forbidden_import", "import", module)
+    elif top == "torch" and _is_private(module):
+        yield _at(node, "private_api", name=module)
 
 
 def _check_names(mod: _Module) -> Iterator[StaticViolation]:
@@ -419,6 +480,14 @@ def _attribute_violation(node: ast.AST, attr: str) -> StaticViolation:
     return _at(node, rule, key, attr)
 
 
+def _is_private(name: str) -> bool:
+    """A torch path with a private component (`torch._C`, `x._internal`), dunders excepted."""
+    return any(
+        part.startswith("_") and not (part.startswith("__") and part.endswith("__"))
+        for part in name.split(".")[1:]
+    )
+
+
 def _name_rule(name: str, allow_streams: bool) -> str | None:
     """The rule that a use of the dotted path `name` breaks, if any."""
     if _under(name, _COMPILE_NAMES):
@@ -432,6 +501,9 @@ def _name_rule(name: str, allow_streams: bool) -> str | None:
         return "precision_flags"
     if not allow_streams and _under(name, _STREAM_NAMES):
         return "side_stream"
+    parts = name.split(".")
+    if parts[0] == "torch" and _is_private(name) and not set(parts) & _ATTRIBUTE_RULES.keys():
+        return "private_api"
     return None
 
 
@@ -500,8 +572,21 @@ def _check_state(mod: _Module) -> Iterator[StaticViolation]:
                     yield from _check_forward(method)
         elif isinstance(node, (*_FUNCTIONS, ast.Lambda)):
             yield from _check_module_mutation(node, mod)
+            yield from _check_mutable_defaults(node)
             if not isinstance(node, ast.Lambda):
                 yield from _check_argument_cache(node, mod)
+
+
+def _check_mutable_defaults(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda,
+) -> Iterator[StaticViolation]:
+    """A dict/list/set default argument is shared by every call: a cache in disguise."""
+    for default in [*fn.args.defaults, *(d for d in fn.args.kw_defaults if d is not None)]:
+        mutable = isinstance(default, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp))
+        if isinstance(default, ast.Call) and isinstance(default.func, ast.Name):
+            mutable = mutable or default.func.id in {"dict", "list", "set", "defaultdict"}
+        if mutable:
+            yield _at(default, "global_state", "arg_default", _code(default))
 
 
 def _check_argument_cache(

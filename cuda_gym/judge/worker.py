@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -119,7 +120,8 @@ def _clone(inputs: list) -> list:
 def _to_host(out: list) -> list:
     import torch
 
-    return [o.detach().cpu() if isinstance(o, torch.Tensor) else o for o in out]
+    # Always a copy: on the CPU, .cpu() would return the very tensor the candidate holds.
+    return [o.detach().to("cpu", copy=True) if isinstance(o, torch.Tensor) else o for o in out]
 
 
 def _setup(req: dict, rep: _Reporter):
@@ -224,7 +226,7 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
 
     from cuda_gym.judge.fallback import FallbackBan
     from cuda_gym.judge.inputs import make_inputs
-    from cuda_gym.judge.output_checks import output_violations, poison_allocator
+    from cuda_gym.judge.output_checks import bitwise_equal, output_violations, poison_allocator
     from cuda_gym.judge.timing import Timer, profile_table
 
     device = req["device"]
@@ -236,6 +238,7 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
     del seeds
 
     rep.enter("load")
+    harness = _harness_identity()
     if req.get("module_dir"):
         sys.path.insert(0, req["module_dir"])
     try:
@@ -270,19 +273,36 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
         with ban:
             return model(*args)
 
+    live: list[tuple[list, list]] = []
+
     def call(inputs: list) -> list:
         args = _clone(inputs)
         with ban:
             out = _as_list(model(*args))
         if device == "cuda":
             torch.cuda.synchronize()
+        # Snapshot at return; compared with the live tensors later to catch work that goes on
+        # after forward returned (a detached thread, an unsynchronised stream).
         violations.extend(output_violations(out, args, inputs))
-        return out
+        out = [o if _savable(o) else None for o in out]
+        snapshot = _to_host(out)
+        live.append((out, snapshot))
+        return snapshot
 
     try:
         with torch.no_grad():
-            outputs = [_to_host(call(inputs)) for inputs in input_sets]
-            repeat = _to_host(call(input_sets[0]))
+            outputs = [call(inputs) for inputs in input_sets]
+            repeat = call(input_sets[0])
+            time.sleep(0.05)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            if any(
+                isinstance(o, torch.Tensor) and not bitwise_equal(o.detach().cpu(), s)
+                for out, snap in live
+                for o, s in zip(out, snap)
+            ):
+                violations.append("async_work: outputs changed after ModelNew.forward returned")
+            live.clear()
     except BaseException as exc:
         rep.finish(
             {
@@ -293,6 +313,7 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
         )
         return
     violations = _ban_violations(ban) + list(dict.fromkeys(violations))
+    violations += _tampered(harness)
 
     timed = None
     timing = None
@@ -319,7 +340,7 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
                 }
             )
             return
-        violations = _ban_violations(ban)
+        violations = _ban_violations(ban) + _tampered(harness)
     torch.save({"trials": outputs, "repeat": repeat, "timed": timed}, req["outputs_path"])
     rep.finish(
         {
@@ -356,6 +377,47 @@ def _gpu_state(device: str) -> dict | None:
     return state
 
 
+def _harness_objects() -> dict:
+    """Functions the harness relies on to time and check; a candidate must not replace them."""
+    import torch
+
+    objects = {
+        "time.perf_counter": time.perf_counter,
+        "time.perf_counter_ns": time.perf_counter_ns,
+        "time.monotonic": time.monotonic,
+        "torch.save": torch.save,
+        "torch.equal": torch.equal,
+        "torch.Tensor.clone": torch.Tensor.clone,
+        "torch.Tensor.cpu": torch.Tensor.cpu,
+        "torch.cuda.synchronize": torch.cuda.synchronize,
+        "torch.cuda.Event": torch.cuda.Event,
+    }
+    for name in ("record", "elapsed_time", "synchronize"):
+        objects[f"torch.cuda.Event.{name}"] = getattr(torch.cuda.Event, name)
+    return objects
+
+
+def _harness_identity() -> dict:
+    return {name: id(obj) for name, obj in _harness_objects().items()}
+
+
+def _tampered(before: dict) -> list[str]:
+    """Violations for harness functions replaced since `before` was taken."""
+    now = _harness_identity()
+    return [
+        f"harness_tampered: {name} was replaced while the candidate ran"
+        for name, ident in before.items()
+        if now.get(name) != ident
+    ]
+
+
+def _savable(value) -> bool:
+    """Outputs the trusted side can load: plain tensors and plain scalars."""
+    import torch
+
+    return type(value) is torch.Tensor or value is None or type(value) in (bool, int, float)
+
+
 def _ban_violations(ban) -> list[str]:
     return [f"torch_fallback: {op} called inside ModelNew.forward" for op in ban.violations]
 
@@ -379,8 +441,23 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
     with torch.no_grad():
         if req.get("candidate_outputs_path"):
             rep.enter("compare")
-            cand = torch.load(req["candidate_outputs_path"], map_location=device, weights_only=True)
-            os.unlink(req["candidate_outputs_path"])
+            try:
+                cand = torch.load(
+                    req["candidate_outputs_path"], map_location=device, weights_only=True
+                )
+                os.unlink(req["candidate_outputs_path"])
+                if not isinstance(cand, dict) or not isinstance(cand.get("trials"), list):
+                    raise TypeError("unexpected layout")
+            except Exception as exc:  # the candidate wrote that file: its content is untrusted
+                result["comparison"] = {
+                    "correct": False,
+                    "max_abs_error": 0.0,
+                    "max_rel_error": 0.0,
+                    "details": [f"the candidate's outputs could not be read back ({exc})"],
+                }
+                result["determinism"] = {"within_tolerance": True, "bitwise": True}
+                cand = None
+        if req.get("candidate_outputs_path") and cand is not None:
             use64 = mode == "strict" and req.get("fp64_ok", True)
             model64 = copy.deepcopy(model).double() if use64 else None
             expected, expected64 = [], []

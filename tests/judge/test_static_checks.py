@@ -408,6 +408,7 @@ def test_messages_are_one_sentence_and_rules_are_documented():
             "s = torch.cuda.Stream()",
             "f = torch.compile(len)",
             "torch.ops.load_library('x.so')",
+            "c = torch._C",
             "class T(torch.Tensor):",
             "    def forward(self, x):",
             "        try:",
@@ -417,7 +418,8 @@ def test_messages_are_one_sentence_and_rules_are_documented():
         ]
     )
     result = check_solution_source(source)
-    assert {v.rule for v in result} == set(RULES) - {"syntax"}
+    # dispatcher_bypass is about C++/CUDA sources (check_native_sources), not Python.
+    assert {v.rule for v in result} == set(RULES) - {"syntax", "dispatcher_bypass"}
     for v in result:
         assert v.message.endswith(".") and "\n" not in v.message
         assert v.message.count(". ") == 0, v.message
@@ -428,3 +430,36 @@ def test_static_violation_is_frozen():
     violation = StaticViolation("try_except", 3, "No.")
     with pytest.raises(dataclasses.FrozenInstanceError):
         violation.line = 4  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (
+            "import torch\nm = torch.utils._python_dispatch._disable_current_modes()\n",
+            [("private_api", 2)],
+        ),
+        ("from torch.utils._python_dispatch import _pop_mode\n", [("private_api", 1)]),
+        ("import torch\nclocks = [torch._logging._internal.time]\n", [("private_api", 2)]),
+        ("import torch\nv = torch.__version__\n", []),
+        ("def forward(self, x, memo={}):\n    return x\n", [("global_state", 1)]),
+        ("def f(x, *, seen=set()):\n    return x\n", [("global_state", 1)]),
+        ("def f(x, memo=None, shape=(1, 2)):\n    return x\n", []),
+    ],
+)
+def test_private_apis_and_mutable_defaults(source, expected):
+    assert violations(source) == expected
+
+
+def test_native_sources_may_not_touch_dispatch_keys():
+    from cuda_gym.judge.static_checks import check_native_sources, string_constants
+
+    guarded = (
+        "#include <torch/types.h>\nvoid f() {\n  c10::impl::ExcludeDispatchKeyGuard g(ks);\n}\n"
+    )
+    found = check_native_sources(
+        {"kernels/k.cpp": guarded, "kernels/ok.cu": "__global__ void k() {}"}
+    )
+    assert [(v.rule, v.line) for v in found] == [("dispatcher_bypass", 3)]
+    assert "kernels/k.cpp" in found[0].message
+    assert string_constants("x = 'a'\ny = f('b')\n") == ["a", "b"]
