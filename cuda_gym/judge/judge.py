@@ -261,7 +261,10 @@ class Judge:
         verdict.details = list(cmp["details"])
         determinism = result["determinism"]
         checks["deterministic"] = determinism["within_tolerance"]
-        if not determinism["within_tolerance"]:
+        if not determinism["within_tolerance"] and not verdict.correct:
+            # Already wrong: report it as incorrect, and keep the run-to-run difference as a note.
+            verdict.flags["nondeterministic"] = True
+        elif not determinism["within_tolerance"]:
             verdict.violations.append(
                 "nondeterministic: two runs on the same input differ beyond the tolerance "
                 "(a race or a read of uninitialised memory)"
