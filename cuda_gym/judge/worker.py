@@ -364,15 +364,15 @@ def _gpu_state(device: str) -> dict | None:
     if device != "cuda":
         return None
     state = {}
-    for key, fn in (
-        ("sm_clock_mhz", torch.cuda.clock_rate),
-        ("temperature_c", torch.cuda.temperature),
-        ("power_mw", torch.cuda.power_draw),
-        ("utilization_pct", torch.cuda.utilization),
+    for key, name in (
+        ("sm_clock_mhz", "clock_rate"),
+        ("temperature_c", "temperature"),
+        ("power_mw", "power_draw"),
+        ("utilization_pct", "utilization"),
     ):
         try:
-            state[key] = fn()
-        except Exception:  # NVML missing or not permitted: record what is available
+            state[key] = getattr(torch.cuda, name)()
+        except Exception:  # NVML missing, not permitted, or an older torch: keep what works
             state[key] = None
     return state
 
