@@ -24,12 +24,17 @@ def _storage_span(t) -> tuple[int, int]:
     return start, start + t.untyped_storage().nbytes()
 
 
+def is_plain_scalar(value) -> bool:
+    """None or a plain bool/int/float: the non-tensor outputs the trusted side can load."""
+    return value is None or type(value) in (bool, int, float)
+
+
 def output_violations(out: list, args: list, originals: list) -> list[str]:
     """Plain tensors only, no aliasing of inputs, inputs left unmodified."""
     found = []
     arg_tensors = [a for a in args if isinstance(a, torch.Tensor)]
     for o in out:
-        if not isinstance(o, torch.Tensor) and not (o is None or type(o) in (bool, int, float)):
+        if not isinstance(o, torch.Tensor) and not is_plain_scalar(o):
             found.append(f"output_type: output is a {type(o).__name__}, not a plain Tensor")
             continue
         if isinstance(o, torch.Tensor):

@@ -415,7 +415,9 @@ def _savable(value) -> bool:
     """Outputs the trusted side can load: plain tensors and plain scalars."""
     import torch
 
-    return type(value) is torch.Tensor or value is None or type(value) in (bool, int, float)
+    from cuda_gym.judge.output_checks import is_plain_scalar
+
+    return type(value) is torch.Tensor or is_plain_scalar(value)
 
 
 def _ban_violations(ban) -> list[str]:
