@@ -86,6 +86,9 @@ def main() -> None:
         "median_ms": median,
         "spread_pct": 100 * (max(times) - min(times)) / median,
         "judge_seconds": durations,
+        "stage_times_s": verdict.stage_times_s,
+        "kernels": verdict.flags.get("kernels"),
+        "gpu_state": verdict.flags.get("gpu_state"),
     }
     if args.device == "cuda":
         kernel_ms = statistics.median(p for p in profiled if p is not None)
@@ -102,7 +105,9 @@ def main() -> None:
         side_verdict = judge.evaluate(task, side, timing=True)
         result["side_stream"] = {
             "verdict": side_verdict.verdict,
+            "error": side_verdict.error,
             "candidate_ms": side_verdict.time_ms["candidate"],
+            "side_work_flag": side_verdict.flags.get("side_work"),
             "vs_same_stream_pct": 100 * (side_verdict.time_ms["candidate"] - median) / median
             if side_verdict.time_ms["candidate"]
             else None,

@@ -12,17 +12,20 @@ from cuda_gym.judge.device import DeviceInfo
 
 
 def baseline_key(task_hash: str, info: DeviceInfo, config: JudgeConfig) -> str:
-    """Key of a task's baselines: task content, device model, versions and the timing method."""
+    """Key of a task's baselines: task, device model, driver and versions, mode, timing method."""
     parts = [
         task_hash,
         info.device,
         info.name,
         info.torch_version,
         str(info.cuda_version),
+        str(info.driver_version),
+        config.tolerance_mode,
         str(config.warmup_runs),
         str(config.timed_runs),
         "tf32-off",
         "rotating-inputs",
+        "l2-flush-persisting-off",
     ]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 

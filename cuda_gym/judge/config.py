@@ -19,6 +19,11 @@ def default_cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "cuda_gym"
 
 
+# The candidate's own kernels must account for at least this share of the profiled GPU time
+# (the rest may be fills and copies the fallback ban allows).
+MIN_OWN_KERNEL_SHARE = 0.5
+
+
 @dataclass(frozen=True)
 class JudgeConfig:
     """How to judge a candidate solution.

@@ -16,13 +16,20 @@ from cuda_gym.errors import DeviceUnavailableError
 from cuda_gym.runtime import python_child_env, run_process
 
 _PROBE = """
-import json, torch
+import ctypes, json, torch
 ok = torch.cuda.is_available()
 info = {"available": ok, "torch": torch.__version__, "cuda": torch.version.cuda}
 if ok:
     major, minor = torch.cuda.get_device_capability()
     info.update(name=torch.cuda.get_device_name(), arch=f"{major}.{minor}",
                 count=torch.cuda.device_count())
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+        buf = ctypes.create_string_buffer(96)
+        if nvml.nvmlInit_v2() == 0 and nvml.nvmlSystemGetDriverVersion(buf, 96) == 0:
+            info["driver"] = buf.value.decode()
+    except OSError:
+        pass
 print(json.dumps(info))
 """
 
@@ -37,6 +44,7 @@ class DeviceInfo:
         arch: CUDA compute capability such as "9.0", or None on the CPU.
         torch_version: torch.__version__.
         cuda_version: CUDA version torch was built with, or None.
+        driver_version: NVIDIA driver version (from NVML), or None.
     """
 
     device: str
@@ -44,6 +52,7 @@ class DeviceInfo:
     arch: str | None
     torch_version: str
     cuda_version: str | None
+    driver_version: str | None = None
 
     def to_dict(self) -> dict:
         """A JSON-ready dict."""
@@ -98,5 +107,7 @@ def device_info(device: str) -> DeviceInfo:
         probe = cuda_probe()
         if not probe.get("available"):
             raise DeviceUnavailableError("no CUDA GPU is usable here")
-        return DeviceInfo("cuda", probe["name"], probe["arch"], probe["torch"], probe["cuda"])
+        return DeviceInfo(
+            "cuda", probe["name"], probe["arch"], probe["torch"], probe["cuda"], probe.get("driver")
+        )
     return DeviceInfo("cpu", _cpu_name(), None, torch.__version__, torch.version.cuda)

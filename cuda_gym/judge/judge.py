@@ -20,7 +20,7 @@ from pathlib import Path
 from cuda_gym.errors import WorkerError
 from cuda_gym.judge.baselines import JsonCache, baseline_key, probe_key
 from cuda_gym.judge.build import build_kernels
-from cuda_gym.judge.config import JudgeConfig
+from cuda_gym.judge.config import MIN_OWN_KERNEL_SHARE, JudgeConfig
 from cuda_gym.judge.device import device_info
 from cuda_gym.judge.inputs import DISTRIBUTIONS
 from cuda_gym.judge.roofline import SOL_SLACK
@@ -197,6 +197,7 @@ class Judge:
         verdict.stage = cand.get("stage", "load")
         verdict.stage_times_s["candidate"] = cand["duration_s"]
         cand_result = cand.get("result") or {}
+        _add_worker_stages(verdict, "candidate", cand_result)
         verdict.violations += cand_result.get("violations", [])
         checks["fallback_ban"] = not any(v.startswith("torch_fallback") for v in verdict.violations)
         checks["outputs_plain"] = not any(
@@ -242,6 +243,7 @@ class Judge:
             task=task,
         )
         verdict.stage_times_s["reference"] = ref["duration_s"]
+        _add_worker_stages(verdict, "reference", ref.get("result") or {})
         if not ref["ok"]:
             raise WorkerError(f"the reference for task {task.task_id!r} failed: {ref['error']}")
         result = ref["result"]
@@ -289,8 +291,11 @@ class Judge:
             verdict.error = "Rule violations:\n" + "\n".join(verdict.violations)
         verdict.profile_table = cand_result.get("profile_table")
         verdict.stage = "done"
-        if cand_result.get("profile_kernel_ms_per_call") is not None:
-            verdict.flags["profile_kernel_ms_per_call"] = cand_result["profile_kernel_ms_per_call"]
+        kernels = cand_result.get("kernels")
+        if kernels:
+            verdict.flags["kernels"] = kernels
+            verdict.flags["profile_kernel_ms_per_call"] = kernels["kernel_ms_per_call"]
+        _check_timing_integrity(verdict, cand_result.get("timing") or {}, kernels)
         if cand_result.get("gpu_state"):
             verdict.flags["gpu_state"] = cand_result["gpu_state"]
         if timing:
@@ -368,15 +373,48 @@ class Judge:
         }
 
 
-def apply_speed_of_light(verdict: Verdict, roofline: dict | None) -> None:
-    """Flag a candidate timed below the task's speed-of-light bound; it earns no speedup.
+def _add_worker_stages(verdict: Verdict, role: str, result: dict) -> None:
+    for stage, seconds in (result.get("stage_s") or {}).items():
+        verdict.stage_times_s[f"{role}.{stage}"] = seconds
 
-    Also flags a CUDA-event time far below the host wall-clock of the same calls.
+
+def _check_timing_integrity(verdict: Verdict, timing: dict, kernels: dict | None) -> None:
+    """Rule violations read from the timing and the profile of a correct candidate.
+
+    - persisting_l2: the candidate raised the persisting-L2 set-aside the timer had set to 0.
+    - foreign_kernels: kernels from PyTorch (or a vendor library the task does not allow)
+      account for most of the profiled GPU time: the candidate's own kernels must.
+    Work on a side stream is not a violation; the timer counts it (flag "side_work").
     """
+    checks = verdict.checks
+    if timing.get("side_work"):
+        verdict.flags["side_work"] = {
+            "event_ms": timing.get("event_median_ms"),
+            "host_ms": timing.get("host_median_ms"),
+        }
+    limit = timing.get("persisting_l2_limit_after")
+    if "persisting_l2_limit_after" in timing:
+        checks["persisting_l2_off"] = not limit
+    if limit:
+        verdict.violations.append(
+            f"persisting_l2: the candidate set a persisting-L2 set-aside of {limit} bytes"
+        )
+    if kernels and kernels.get("own_share") is not None:
+        checks["own_kernels"] = kernels["own_share"] >= MIN_OWN_KERNEL_SHARE
+        if not checks["own_kernels"]:
+            share = 100 * kernels["own_share"]
+            verdict.violations.append(
+                f"foreign_kernels: the candidate's own kernels took {share:.0f}%"
+                f" of the GPU time (at least {100 * MIN_OWN_KERNEL_SHARE:.0f}% required); "
+                "top foreign kernels: " + "; ".join(kernels.get("foreign", [])[:3])
+            )
+    if verdict.violations and verdict.correct:
+        verdict.error = "Rule violations:\n" + "\n".join(verdict.violations)
+
+
+def apply_speed_of_light(verdict: Verdict, roofline: dict | None) -> None:
+    """Flag a candidate timed below the task's speed-of-light bound; it earns no speedup."""
     cand_ms = verdict.time_ms.get("candidate")
-    host_ms = verdict.flags.get("candidate_host_median_ms")
-    if cand_ms and host_ms and host_ms > 0.1 and cand_ms < 0.5 * host_ms:
-        verdict.flags["timing_mismatch"] = {"event_ms": cand_ms, "host_ms": host_ms}
     sol_ms = (roofline or {}).get("sol_ms")
     if not cand_ms or not sol_ms:
         return

@@ -6,6 +6,8 @@ so their numbers are comparable.
 
 from __future__ import annotations
 
+import ctypes
+import re
 import statistics
 from collections.abc import Callable, Sequence
 from time import perf_counter  # bound at import, before any candidate code runs
@@ -13,6 +15,42 @@ from time import perf_counter  # bound at import, before any candidate code runs
 import torch
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 (H200: 60 MB)
+# CUDA driver API: CUlimit value of CU_LIMIT_PERSISTING_L2_CACHE_SIZE.
+_CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
+# Host time beyond the CUDA-event time (after removing the measured sync overhead) that means
+# work ran outside the events' stream: relative and absolute slack.
+SIDE_WORK_FACTOR = 1.2
+SIDE_WORK_SLACK_MS = 0.02
+CALIBRATION_CALLS = 20
+# Warm-up lasts at least this long (and at least the requested number of calls), so an idle
+# GPU's clocks have ramped up before the first timed call.
+WARMUP_MIN_S = 0.3
+
+
+class _Driver:
+    """The few CUDA driver calls the timer needs, bound to the process's current context."""
+
+    def __init__(self) -> None:
+        try:
+            self.lib = ctypes.CDLL("libcuda.so.1")
+        except OSError:
+            self.lib = None
+
+    def persisting_l2_limit(self) -> int | None:
+        """The context's persisting-L2 set-aside in bytes, or None if it cannot be read."""
+        if self.lib is None:
+            return None
+        value = ctypes.c_size_t(0)
+        status = self.lib.cuCtxGetLimit(ctypes.byref(value), _CU_LIMIT_PERSISTING_L2_CACHE_SIZE)
+        return value.value if status == 0 else None
+
+    def disable_persisting_l2(self) -> bool:
+        """Set the persisting-L2 set-aside to 0 and demote every persisting line to normal."""
+        if self.lib is None:
+            return False
+        set_ok = self.lib.cuCtxSetLimit(_CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(0))
+        reset_ok = self.lib.cuCtxResetPersistingL2Cache()
+        return set_ok == 0 and reset_ok == 0
 
 
 class Timer:
@@ -21,61 +59,104 @@ class Timer:
     def __init__(self, device: str) -> None:
         self.device = device
         self._flush = None
+        self._driver = None
+        self.persisting_l2_disabled: bool | None = None
         if device == "cuda":
             self._flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+            self._driver = _Driver()
+            self.persisting_l2_disabled = self._driver.disable_persisting_l2()
 
     def _sync(self) -> None:
         if self.device == "cuda":
             torch.cuda.synchronize()
 
+    def _timed_call(self, fn: Callable, args: Sequence) -> tuple[float, float, object]:
+        """One call bracketed by device-wide synchronisation: (event ms, host ms, output)."""
+        if self.device != "cuda":
+            host_start = perf_counter()
+            out = fn(*args)
+            host = (perf_counter() - host_start) * 1e3
+            return host, host, out
+        self._driver.disable_persisting_l2()
+        self._flush.zero_()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        host_start = perf_counter()
+        start.record()
+        out = fn(*args)
+        end.record()
+        torch.cuda.synchronize()
+        host = (perf_counter() - host_start) * 1e3
+        return start.elapsed_time(end), host, out
+
+    def _sync_overhead_ms(self) -> float:
+        """Median host-minus-event time of an empty call: the bracketing's own cost."""
+        gaps = []
+        for _ in range(CALIBRATION_CALLS):
+            dev, host, _ = self._timed_call(lambda: None, ())
+            gaps.append(host - dev)
+        return max(0.0, statistics.median(gaps))
+
     def time_ms(
         self, fn: Callable, input_sets: Sequence[Sequence], warmup_runs: int, timed_runs: int
-    ) -> tuple[dict[str, float], int, object]:
+    ) -> tuple[dict, int, object]:
         """Median and spread of `timed_runs` calls after `warmup_runs` identical untimed ones.
 
         Call k gets fresh clones of `input_sets[k % len(input_sets)]`, so warm-up and timed
-        calls look alike and no call sees the same tensors twice. On CUDA every call is
-        bracketed by device-wide synchronisation (work on any stream is counted) and preceded
-        by an L2 flush; the host wall-clock of each call is kept beside the CUDA-event time.
+        calls look alike and no call sees the same tensors twice. On CUDA warm-up also lasts
+        at least WARMUP_MIN_S, so the clocks of an idle GPU have ramped up; every call is
+        preceded by an L2 flush with persisting-L2 lines demoted and the set-aside at 0, and is
+        bracketed by device-wide synchronisation. The host wall-clock of each call is kept
+        beside the CUDA-event time: when it exceeds the event time by more than the measured
+        bracketing overhead allows, work ran outside the events' stream (a side stream) and the
+        host figure is the one reported, so such work is counted.
 
         Returns:
-            ({"median_ms", "mean_ms", "min_ms", "max_ms", "host_median_ms", "runs"},
-            index of the input set of the last call, output of the last call).
+            (stats, index of the input set of the last call, output of the last call). stats has
+            "median_ms" (the reported time), "event_median_ms", "mean_ms", "min_ms", "max_ms",
+            "host_median_ms", "sync_overhead_ms", "side_work" and "runs"; on CUDA also
+            "persisting_l2_limit_after" (bytes; non-zero means the callee raised it).
         """
+        overhead = self._sync_overhead_ms() if self.device == "cuda" else 0.0
         device_ms: list[float] = []
         host_ms: list[float] = []
         out = None
         index = 0
-        for k in range(warmup_runs + timed_runs):
+        k = 0
+        warm_until = perf_counter() + (WARMUP_MIN_S if self.device == "cuda" else 0.0)
+        while k < warmup_runs or perf_counter() < warm_until:
             index = k % len(input_sets)
-            args = _clone(input_sets[index])
-            if self.device == "cuda":
-                self._flush.zero_()
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                torch.cuda.synchronize()
-                host_start = perf_counter()
-                start.record()
-                out = fn(*args)
-                end.record()
-                torch.cuda.synchronize()
-                host = (perf_counter() - host_start) * 1e3
-                dev = start.elapsed_time(end)
-            else:
-                host_start = perf_counter()
-                out = fn(*args)
-                host = dev = (perf_counter() - host_start) * 1e3
-            if k >= warmup_runs:
-                host_ms.append(host)
-                device_ms.append(dev)
+            _, _, out = self._timed_call(fn, _clone(input_sets[index]))
+            k += 1
+        warmup_calls = k
+        for _ in range(timed_runs):
+            index = k % len(input_sets)
+            dev, host, out = self._timed_call(fn, _clone(input_sets[index]))
+            host_ms.append(host)
+            device_ms.append(dev)
+            k += 1
+        event_median = statistics.median(device_ms)
+        host_median = statistics.median(host_ms)
+        host_work = host_median - overhead
+        side_work = host_work > SIDE_WORK_FACTOR * event_median + SIDE_WORK_SLACK_MS
+        spread = host_ms if side_work else device_ms
         stats = {
-            "median_ms": statistics.median(device_ms),
-            "mean_ms": statistics.fmean(device_ms),
-            "min_ms": min(device_ms),
-            "max_ms": max(device_ms),
-            "host_median_ms": statistics.median(host_ms),
+            "median_ms": host_work if side_work else event_median,
+            "event_median_ms": event_median,
+            "mean_ms": statistics.fmean(spread) - (overhead if side_work else 0.0),
+            "min_ms": min(spread) - (overhead if side_work else 0.0),
+            "max_ms": max(spread) - (overhead if side_work else 0.0),
+            "host_median_ms": host_median,
+            "sync_overhead_ms": overhead,
+            "side_work": side_work,
             "runs": timed_runs,
+            "warmup_calls": warmup_calls,
         }
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+            stats["persisting_l2_disabled"] = self.persisting_l2_disabled
+            stats["persisting_l2_limit_after"] = self._driver.persisting_l2_limit()
         return stats, index, out
 
 
@@ -83,24 +164,59 @@ def _clone(inputs: Sequence) -> list:
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
+# Kernel names (demangled) that come from PyTorch itself or from a vendor library. Only the
+# kernel's own namespace counts (a candidate kernel templated on c10::Half stays the
+# candidate's); kernels in an anonymous namespace cannot be attributed and count as the
+# candidate's (the dispatcher ban is the primary guard; this is the cross-check).
+_PREFIX = r"^(?:void |std::enable_if<.*?>::type )?"
+_TORCH_KERNEL = re.compile(_PREFIX + r"(?:at|c10|at_cuda_detail)::|^triton_(?:poi|per|red|tem)_")
+_VENDOR_KERNEL = re.compile(
+    _PREFIX + r"(?:cublas\w*|cudnn\w*|cutlass\w*|internal::gemvx|gemv2[NT]_kernel|gemvNSP"
+    r"|splitKreduce_kernel)"
+    r"|nvjet_|_xmma_|implicit_convolve_sgemm|cudnn::"
+    r"|^(?:void )?(?:sm\d\d|ampere|volta|turing|hopper)_\w*(?:gemm|conv|fprop|dgrad|wgrad)"
+)
+_MEMORY_ACTIVITY = re.compile(r"^(Memcpy|Memset)\b")
+
+
+def kernel_origin(name: str, vendor_allowed: bool) -> str:
+    """Where one kernel comes from: own, torch, vendor (a library not allowed) or memory."""
+    if _MEMORY_ACTIVITY.search(name):
+        return "memory"
+    if _TORCH_KERNEL.search(name):
+        return "torch"
+    if _VENDOR_KERNEL.search(name):
+        return "own" if vendor_allowed else "vendor"
+    return "own"
+
+
 def profile_table(
-    fn: Callable, inputs: Sequence, device: str, runs: int = 3, top: int = 12
-) -> tuple[str, float | None]:
+    fn: Callable,
+    inputs: Sequence,
+    device: str,
+    runs: int = 3,
+    top: int = 12,
+    vendor_allowed: bool = False,
+) -> tuple[str, dict | None]:
     """The operators/kernels that took the most device time over `runs` calls.
 
     Returns:
-        A text table, and on CUDA the summed GPU kernel time per call in ms (None on the CPU).
+        A text table, and on CUDA a summary {"kernel_ms_per_call", "own_ms", "torch_ms",
+        "vendor_ms", "own_share", "foreign": [top non-own kernel names]} (None on the CPU or
+        when the profiler saw no kernels).
     """
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import ProfilerActivity, profile
 
     calls = [_clone(inputs) for _ in range(runs)]
     activities = [ProfilerActivity.CPU]
     if device == "cuda":
         activities.append(ProfilerActivity.CUDA)
+        torch.cuda.synchronize()
+    # No record_function range around the calls: on CUDA it becomes a GPU-side annotation
+    # whose span would be summed with the kernels inside it.
     with profile(activities=activities) as prof:
         for args in calls:
-            with record_function("ModelNew.forward (whole call)"):
-                fn(*args)
+            fn(*args)
         if device == "cuda":
             torch.cuda.synchronize()
     rows = []
@@ -113,6 +229,8 @@ def profile_table(
             total_us = evt.self_cpu_time_total
             if total_us <= 0:
                 continue
+        if evt.key.startswith("ProfilerStep") or evt.key == "ModelNew.forward (whole call)":
+            continue
         rows.append((evt.key, evt.count, total_us / 1e3))
     if not rows:
         return "(the profiler recorded no device activity)", None
@@ -126,5 +244,22 @@ def profile_table(
     if len(rows) > top:
         rest = sum(r[2] for r in rows[top:])
         lines.append(f"{100 * rest / grand:5.1f}%  {rest:9.3f}  {'':5}  ({len(rows) - top} more)")
-    per_call_ms = grand / runs if device == "cuda" else None
-    return "\n".join(lines), per_call_ms
+    if device != "cuda":
+        return "\n".join(lines), None
+    by_origin = {"own": 0.0, "torch": 0.0, "vendor": 0.0, "memory": 0.0}
+    foreign = []
+    for name, _, total_ms in rows:
+        origin = kernel_origin(name, vendor_allowed)
+        by_origin[origin] += total_ms
+        if origin in ("torch", "vendor"):
+            foreign.append(name[:120])
+    kernels = by_origin["own"] + by_origin["torch"] + by_origin["vendor"]
+    summary = {
+        "kernel_ms_per_call": grand / runs,
+        "own_ms": by_origin["own"] / runs,
+        "torch_ms": by_origin["torch"] / runs,
+        "vendor_ms": by_origin["vendor"] / runs,
+        "own_share": by_origin["own"] / kernels if kernels > 0 else None,
+        "foreign": foreign[:5],
+    }
+    return "\n".join(lines), summary

@@ -35,13 +35,23 @@ class _Reporter:
         self.result_path = Path(result_path)
         self.stage_path = self.result_path.with_suffix(STAGE_FILE_SUFFIX)
         self.stage = "start"
+        self.started = time.monotonic()
+        self.stage_s: dict[str, float] = {}
 
     def enter(self, stage: str) -> None:
+        self._close_stage()
         self.stage = stage
         self.stage_path.write_text(stage)
 
+    def _close_stage(self) -> None:
+        now = time.monotonic()
+        self.stage_s[self.stage] = round(self.stage_s.get(self.stage, 0.0) + now - self.started, 4)
+        self.started = now
+
     def finish(self, result: dict) -> None:
+        self._close_stage()
         result.setdefault("stage", self.stage)
+        result.setdefault("stage_s", self.stage_s)
         tmp = self.result_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(result))
         tmp.replace(self.result_path)
@@ -264,7 +274,8 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
         return
 
     rep.enter("run")
-    ban = FallbackBan(req.get("allow_vendor_libraries", False))
+    vendor_allowed = bool(req.get("allow_vendor_libraries", False))
+    ban = FallbackBan(vendor_allowed)
     violations: list[str] = []
     poison_allocator(input_sets, device)
 
@@ -285,24 +296,28 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
         # after forward returned (a detached thread, an unsynchronised stream).
         violations.extend(output_violations(out, args, inputs))
         out = [o if _savable(o) else None for o in out]
-        snapshot = _to_host(out)
+        # A copy on the output's own device: the later comparison needs no transfer.
+        snapshot = [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in out]
         live.append((out, snapshot))
         return snapshot
 
     try:
         with torch.no_grad():
-            outputs = [call(inputs) for inputs in input_sets]
-            repeat = call(input_sets[0])
+            on_device = [call(inputs) for inputs in input_sets]
+            repeat_on_device = call(input_sets[0])
             time.sleep(0.05)
             if device == "cuda":
                 torch.cuda.synchronize()
             if any(
-                isinstance(o, torch.Tensor) and not bitwise_equal(o.detach().cpu(), s)
+                isinstance(o, torch.Tensor) and not bitwise_equal(o.detach(), s)
                 for out, snap in live
                 for o, s in zip(out, snap)
             ):
                 violations.append("async_work: outputs changed after ModelNew.forward returned")
             live.clear()
+            outputs = [_to_host(out) for out in on_device]
+            repeat = _to_host(repeat_on_device)
+            del on_device, repeat_on_device
     except BaseException as exc:
         rep.finish(
             {
@@ -318,7 +333,7 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
     timed = None
     timing = None
     table = None
-    profile_ms = None
+    kernels = None
     if not violations:
         try:
             with torch.no_grad():
@@ -328,9 +343,13 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
                         guarded, input_sets, req["warmup_runs"], req["timed_runs"]
                     )
                     timed = {"set": last_set, "outputs": _to_host(_as_list(last_out))}
-                if req.get("profile"):
+                # On the GPU a timed judgement is always profiled: the candidate's own kernels
+                # must account for the GPU time, and the kernel sum cross-checks the timer.
+                if req.get("profile") or (req.get("timing") and device == "cuda"):
                     rep.enter("profile")
-                    table, profile_ms = profile_table(guarded, input_sets[0], device)
+                    table, kernels = profile_table(
+                        guarded, input_sets[0], device, vendor_allowed=vendor_allowed
+                    )
         except BaseException as exc:
             rep.finish(
                 {
@@ -348,8 +367,8 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
             "device_name": _device_name(device),
             "gpu_state": _gpu_state(device),
             "timing": timing,
-            "profile_table": table,
-            "profile_kernel_ms_per_call": profile_ms,
+            "profile_table": table if req.get("profile") else None,
+            "kernels": kernels,
             "weights_not_copied": missing,
             "violations": violations,
             "numerics": numerics,
@@ -508,10 +527,33 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
 
 
 def main() -> None:
-    """Entry point: `python -m cuda_gym.judge.worker ROLE < request.json`."""
+    """Entry point: `python -m cuda_gym.judge.worker ROLE < request.json`.
+
+    With CUDA_GYM_WORKER_CPROFILE=DIR set (a developer's switch), the role runs under cProfile
+    and the top functions by cumulative time are written to DIR/<role>-<pid>.txt.
+    """
     role = sys.argv[1]
     req = json.loads(sys.stdin.read())
     rep = _Reporter(req["result_path"])
+    profile_dir = os.environ.get("CUDA_GYM_WORKER_CPROFILE")
+    if profile_dir:
+        import cProfile
+        import io
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.runcall(_run_role, role, req, rep)
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(45)
+        Path(profile_dir, f"{role}-{os.getpid()}.txt").write_text(text.getvalue())
+    else:
+        _run_role(role, req, rep)
+    sys.stdout.flush()
+    # Skip interpreter teardown: a candidate's extension may crash in static destructors.
+    os._exit(0)
+
+
+def _run_role(role: str, req: dict, rep: _Reporter) -> None:
     if role == "build":
         run_build(req, rep)
     elif role == "probe":
@@ -524,9 +566,6 @@ def main() -> None:
         run_candidate(req, seeds, rep)
     else:
         raise SystemExit(f"unknown role {role!r}")
-    sys.stdout.flush()
-    # Skip interpreter teardown: a candidate's extension may crash in static destructors.
-    os._exit(0)
 
 
 if __name__ == "__main__":

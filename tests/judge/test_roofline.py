@@ -1,7 +1,8 @@
 import torch
 
-from cuda_gym.judge.judge import apply_speed_of_light
+from cuda_gym.judge.judge import _check_timing_integrity, apply_speed_of_light
 from cuda_gym.judge.roofline import count_flops, peak_flops, speed_of_light_ms, tensor_bytes
+from cuda_gym.judge.timing import Timer, kernel_origin
 from cuda_gym.judge.verdict import Verdict, compute_reward
 
 
@@ -44,7 +45,52 @@ def test_plausible_times_are_untouched():
     assert "speed_of_light" not in v.flags
 
 
-def test_event_time_far_below_host_time_is_flagged():
-    v = _timed_verdict(0.2, host_ms=1.0)
-    apply_speed_of_light(v, None)
-    assert v.flags["timing_mismatch"] == {"event_ms": 0.2, "host_ms": 1.0}
+def test_a_raised_persisting_l2_set_aside_is_a_violation():
+    v = _timed_verdict(0.6)
+    _check_timing_integrity(v, {"persisting_l2_limit_after": 4 << 20}, None)
+    assert v.checks["persisting_l2_off"] is False
+    assert v.violations[0].startswith("persisting_l2") and "Rule violations" in v.error
+    clean = _timed_verdict(0.6)
+    _check_timing_integrity(clean, {"persisting_l2_limit_after": 0}, None)
+    assert clean.checks["persisting_l2_off"] is True and not clean.violations
+
+
+def test_gpu_time_mostly_in_pytorch_kernels_is_a_violation():
+    kernels = {"own_share": 0.1, "foreign": ["void at::native::elementwise_kernel<128, 2>"]}
+    v = _timed_verdict(0.6)
+    _check_timing_integrity(v, {}, kernels)
+    assert v.checks["own_kernels"] is False
+    assert v.violations[0].startswith("foreign_kernels") and "at::native" in v.violations[0]
+    ok = _timed_verdict(0.6)
+    _check_timing_integrity(ok, {}, {"own_share": 0.7, "foreign": []})
+    assert ok.checks["own_kernels"] is True and not ok.violations
+
+
+def test_side_work_is_flagged_not_rejected():
+    v = _timed_verdict(1.0)
+    _check_timing_integrity(
+        v, {"side_work": True, "event_median_ms": 0.1, "host_median_ms": 1.0}, None
+    )
+    assert v.flags["side_work"] == {"event_ms": 0.1, "host_ms": 1.0} and not v.violations
+
+
+def test_kernel_names_are_attributed_by_their_own_namespace():
+    fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int)"
+    assert kernel_origin(fill, False) == "torch"
+    assert kernel_origin("triton_poi_fused_add_0", False) == "torch"
+    # A candidate kernel templated on a torch type is still the candidate's.
+    assert kernel_origin("void gated_kernel<c10::Half>(c10::Half*, int)", False) == "own"
+    assert kernel_origin("void my_gemm_kernel(float const*, float*)", False) == "own"
+    cublas = "sm90_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x32_cublas"
+    assert kernel_origin(cublas, False) == "vendor"
+    assert kernel_origin(cublas, True) == "own"
+    assert kernel_origin("nvjet_sst_128x64_64x4_1x2_h_bz_NNN", False) == "vendor"
+    assert kernel_origin("Memcpy HtoD (Pageable -> Device)", False) == "memory"
+
+
+def test_cpu_timer_reports_wall_clock_and_no_side_work():
+    calls = []
+    stats, index, out = Timer("cpu").time_ms(lambda x: calls.append(x) or x, [[1], [2]], 1, 4)
+    assert len(calls) == 5 and index == 0 and out == 1
+    assert stats["runs"] == 4 and stats["side_work"] is False
+    assert stats["median_ms"] == stats["event_median_ms"] >= 0
