@@ -224,7 +224,7 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
     """Load ModelNew, run it on every input set under the fallback ban, save its outputs."""
     import torch
 
-    from cuda_gym.judge.fallback import FallbackBan
+    from cuda_gym.judge.fallback import FallbackBan, NoBan
     from cuda_gym.judge.inputs import make_inputs
     from cuda_gym.judge.output_checks import bitwise_equal, output_violations, poison_allocator
     from cuda_gym.judge.timing import Timer, profile_table
@@ -264,7 +264,12 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
         return
 
     rep.enter("run")
-    ban = FallbackBan(req.get("allow_vendor_libraries", False))
+    if req.get("lift_torch_op_ban_for_reference"):
+        # Only Judge.evaluate_reference_as_candidate sets this: the candidate is the task's
+        # own Model, so PyTorch ops are its legitimate content (a sanity run of the harness).
+        ban = NoBan()
+    else:
+        ban = FallbackBan(req.get("allow_vendor_libraries", False))
     violations: list[str] = []
     poison_allocator(input_sets, device)
 
