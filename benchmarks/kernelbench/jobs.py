@@ -106,7 +106,8 @@ def _make_agent(problem: Problem, cfg: HarnessConfig, record: dict):
             return None
         files, notes = solution_files(solution)
         record["solution"] = {"path": str(solution), "adaptations": notes}
-        return ScriptedAgent.for_files(files, label=problem.key)
+        # Write the files and submit: one judgement per problem, as with --solutions-dir.
+        return ScriptedAgent.for_files(files, label=problem.key, run=False)
     path = cfg.trajectories_dir / f"level{problem.level}" / f"{problem.name}.jsonl"
     return ReplayAgent(path) if path.is_file() else None
 

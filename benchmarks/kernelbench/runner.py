@@ -76,7 +76,7 @@ def claim_run_dir(cfg: HarnessConfig) -> None:
 class Progress:
     """One line per finished problem on stderr: count, outcome, rate and time left."""
 
-    def __init__(self, total: int, already: int, stream=sys.stderr) -> None:
+    def __init__(self, total: int, already: int, stream=None) -> None:
         self.total = total
         self.done = already
         self.fresh = 0
@@ -105,7 +105,7 @@ class Progress:
         print(
             f"[{self.done:>{width}}/{self.total}] {record['problem']:<48} {outcome:<36} "
             f"{record.get('wall_s', 0):6.1f}s  {rate * 60:5.1f}/min  ~{left / 60:5.1f} min left",
-            file=self.stream,
+            file=self.stream or sys.stderr,
             flush=True,
         )
 
