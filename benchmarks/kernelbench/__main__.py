@@ -78,6 +78,9 @@ def parse_args(argv: list[str] | None = None) -> HarnessConfig:
     run_group = p.add_argument_group("execution")
     run_group.add_argument("--workers", type=int, default=d["workers"].default)
     run_group.add_argument("--gpus", type=_ints, default=None, help="one GPU per worker: 0,1,2")
+    run_group.add_argument(
+        "--max-wall-s", type=float, default=None, help="stop after N s; resume by running again"
+    )
     run_group.add_argument("--no-plots", action="store_true")
     a = p.parse_args(argv)
     return HarnessConfig(
@@ -113,6 +116,7 @@ def parse_args(argv: list[str] | None = None) -> HarnessConfig:
         cache_dir=a.cache_dir,
         run_timeout_s=a.run_timeout_s,
         seed=a.seed,
+        max_wall_s=a.max_wall_s,
         plots=not a.no_plots,
     )
 
@@ -127,12 +131,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     m = report["metrics"]["overall"]
+    if not report["complete"]:
+        left = report["counts"]["problems"] - report["counts"]["done"] - report["counts"]["missing"]
+        print(f"incomplete: {left} problems not run or failed; run the same command to resume")
     print(
         f"{report['solver']}: {m['n']} problems, pass {100 * m['pass_rate']:.1f}%, "
         f"faster than eager {100 * m['faster_than_eager_rate']:.1f}%, faster than compile "
         f"{100 * m['faster_than_compile_rate']:.1f}%; report: {cfg.out / 'report.md'}"
     )
-    return 0
+    return 0 if report["complete"] else 3
 
 
 if __name__ == "__main__":

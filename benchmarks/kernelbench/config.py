@@ -78,6 +78,8 @@ class HarnessConfig:
         cache_dir: Judge build/baseline cache (None: $CUDA_GYM_CACHE or ~/.cache/cuda_gym).
         run_timeout_s: Limit for one judge child process.
         seed: Seed of every episode's reset.
+        max_wall_s: Stop starting problems after this many seconds (jobs in flight finish);
+            the report is written and marked incomplete; run again to resume. None: no limit.
         plots: Draw the plots (needs matplotlib).
     """
 
@@ -113,6 +115,7 @@ class HarnessConfig:
     cache_dir: Path | None = None
     run_timeout_s: float = 300.0
     seed: int = 0
+    max_wall_s: float | None = None
     plots: bool = True
 
     def __post_init__(self) -> None:

@@ -1,8 +1,8 @@
 """One problem, start to finish: judge a solution, play an agent episode, or the sanity run.
 
-`run_problem` is what the executor runs; it returns the problem's record (a JSON-ready dict)
-and never raises for a failing kernel or an infrastructure error of one problem: those are
-records with status "error" (retried when the run is resumed).
+`run_problem` is what the executor runs; it writes the problem's record (a JSON-ready dict) to
+disk, returns it, and never raises for a failing kernel or an infrastructure error of one
+problem: those are records with status "error" (retried when the run is resumed).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import gymnasium as gym
 
 from benchmarks.kernelbench.config import HARNESS_VERSION, HarnessConfig
 from benchmarks.kernelbench.problems import Problem
+from benchmarks.kernelbench.records import write_record
 from benchmarks.kernelbench.solutions import find_solution, solution_files, write_solution_dir
 from cuda_gym.agents import (
     ChatAgentConfig,
@@ -70,6 +71,7 @@ def run_problem(job: ProblemJob) -> dict:
         logger.warning("%s failed: %s", problem.key, exc)
         record.update(status="error", correct=False, error=f"{type(exc).__name__}: {exc}")
     record["wall_s"] = round(time.monotonic() - start, 3)
+    write_record(cfg.out, problem, record)
     return record
 
 

@@ -37,6 +37,11 @@ def markdown(report: dict) -> str:
         f"- numerics: {report['numerics']}",
         f"- problems: {report['counts']['problems']} ({report['counts']['done']} judged, "
         f"{report['counts']['missing']} missing, {report['counts']['error']} errors)",
+        *(
+            []
+            if report.get("complete", True)
+            else ["", "**Incomplete run**: problems not run count as incorrect; resume it."]
+        ),
         "",
         "## Metrics",
         "",

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import time
-from pathlib import Path
 
 from benchmarks.kernelbench.baseline_file import BaselineFile
 from benchmarks.kernelbench.config import HARNESS_VERSION, HarnessConfig
@@ -20,6 +18,7 @@ from benchmarks.kernelbench.executor import make_executor
 from benchmarks.kernelbench.jobs import ProblemJob, run_problem
 from benchmarks.kernelbench.metrics import Outcome, effort, summarize
 from benchmarks.kernelbench.problems import Problem, discover_problems
+from benchmarks.kernelbench.records import FINISHED, read_record
 from benchmarks.kernelbench.report import speedup_spread, write_report
 from benchmarks.kernelbench.system import system_facts
 from cuda_gym.errors import ConfigError, CudaGymError
@@ -27,30 +26,6 @@ from cuda_gym.judge.baselines import JsonCache, baseline_key
 from cuda_gym.judge.device import device_info
 
 logger = logging.getLogger(__name__)
-
-FINISHED = ("done", "missing")
-
-
-def record_path(out: Path, problem: Problem) -> Path:
-    """Where a problem's record lives: out/records/level<L>/<stem>.json."""
-    return out / "records" / f"level{problem.level}" / f"{problem.name}.json"
-
-
-def read_record(out: Path, problem: Problem) -> dict | None:
-    """The problem's record, or None when absent or unreadable."""
-    try:
-        return json.loads(record_path(out, problem).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def write_record(out: Path, problem: Problem, record: dict) -> None:
-    """Write a record atomically."""
-    path = record_path(out, problem)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record, indent=1, default=repr) + "\n")
-    tmp.replace(path)
 
 
 def claim_run_dir(cfg: HarnessConfig) -> None:
@@ -155,12 +130,18 @@ def run(cfg: HarnessConfig) -> dict:
             todo.append(problem)
     progress = Progress(len(problems), len(problems) - len(todo))
     executor = make_executor(cfg.workers, cfg.gpus)
-    by_key = {p.key: p for p in problems}
+    deadline = run_start + cfg.max_wall_s if cfg.max_wall_s else None
+    stopped = False
     try:
+        # Each job writes its own record, so jobs still in flight when the run stops (the
+        # deadline, an interrupt) are kept.
         jobs = [ProblemJob(p, cfg) for p in todo]
         for record in executor.map_unordered(run_problem, jobs):
-            write_record(cfg.out, by_key[record["problem"]], record)
             progress.update(record)
+            if deadline and time.monotonic() > deadline and progress.done < len(problems):
+                logger.warning("--max-wall-s reached: stopping; run again to resume")
+                stopped = True
+                break
     finally:
         executor.close()
         baseline_file.collect(cache, _baseline_keys(cfg, problems))
@@ -168,6 +149,7 @@ def run(cfg: HarnessConfig) -> dict:
 
     records = [read_record(cfg.out, p) for p in problems]
     report = build_report(cfg, problems, records, time.monotonic() - run_start)
+    report["complete"] = not stopped and all(r and r.get("status") in FINISHED for r in records)
     write_report(report, [r for r in records if r], cfg.out, cfg.plots)
     return report
 

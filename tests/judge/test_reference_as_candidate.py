@@ -33,7 +33,7 @@ def get_init_inputs():
 '''
 
 # The same computation submitted as ordinary candidate code: PyTorch ops in forward.
-TORCH_CANDIDATE = '''import torch
+TORCH_CANDIDATE = """import torch
 import torch.nn as nn
 
 
@@ -44,7 +44,7 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         return torch.relu(x) * self.scale
-'''
+"""
 
 
 @pytest.fixture(scope="module")

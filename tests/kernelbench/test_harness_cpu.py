@@ -265,6 +265,12 @@ def test_reference_as_solution_sanity_run_with_plots(tiny):
     # Other timing settings, so the made-up baselines of the other runs (cached under the
     # keys of their settings) are not used: this run measures its own.
     argv[argv.index("--timed-runs") + 1] = "4"
+    # Stopped after the first problem: exit status 3, a partial report; then resumed.
+    assert main([*argv, "--max-wall-s", "0.001"]) == 3
+    partial = load_report(out)
+    assert partial["complete"] is False and partial["counts"]["done"] == 1
+    assert partial["counts"]["not_run"] == 2
+    assert "Incomplete run" in (out / "report.md").read_text()
     assert main(argv) == 0
     report = load_report(out)
     level = report["metrics"]["levels"]["level1"]

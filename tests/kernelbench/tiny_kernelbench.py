@@ -289,3 +289,47 @@ def write_baselines(path: Path, kernelbench_root: Path, cfg: HarnessConfig) -> P
         }
     file.save()
     return path
+
+
+# The KernelBench CUDA style (for the GPU test): load_inline with cuda_sources.
+RELU_LOAD_INLINE_CUDA = '''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+relu_cuda_source = r"""
+#include <torch/extension.h>
+#include <cuda_runtime.h>
+
+__global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ out, int64_t n) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+torch::Tensor relu_forward(torch::Tensor x) {
+  x = x.contiguous();
+  auto out = torch::empty_like(x);
+  const int64_t n = x.numel();
+  const int threads = 256;
+  const int blocks = (int)((n + threads - 1) / threads);
+  relu_kernel<<<blocks, threads>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+  return out;
+}
+"""
+
+relu_cpp_source = "torch::Tensor relu_forward(torch::Tensor x);"
+
+relu_ext = load_inline(
+    name="elementwise_relu_cuda",
+    cpp_sources=relu_cpp_source,
+    cuda_sources=relu_cuda_source,
+    functions=["relu_forward"],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return relu_ext.relu_forward(x)
+'''
