@@ -13,11 +13,11 @@ from cuda_gym.judge.config import MODES
 AGENTS = ("openai", "scripted", "replay")
 HARNESS_VERSION = "kernelbench-harness-1"
 
-# Fields that change the results: a resumed run must use the same values.
+# Fields that change the results: a resumed run must use the same values (the server's URL
+# may change between sessions; the model may not).
 RESULT_FIELDS = (
     "agent",
     "model",
-    "base_url",
     "tool_mode",
     "temperature",
     "max_tokens",

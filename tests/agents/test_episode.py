@@ -93,3 +93,14 @@ def test_chat_agent_episode_records_messages_and_tokens(env, tmp_path, tool_mode
     assert steps[0]["message"]["role"] == "assistant"
     if tool_mode == "native":
         assert steps[0]["tool_messages"][0]["tool_call_id"] == "call0"
+
+
+def test_scripted_agent_reuses_the_demo_script_and_submits_when_done():
+    from cuda_gym.demo import scripted_actions
+
+    agent = ScriptedAgent.demo("cpu")
+    assert agent.actions == scripted_actions("cpu")
+    agent.reset("", {})
+    replies = [agent.act().action for _ in range(len(agent.actions) + 1)]
+    assert replies[:-1] == scripted_actions("cpu")
+    assert '"submit"' in replies[-1]
