@@ -134,6 +134,9 @@ def run_episode(
     finally:
         result.wall_s = time.monotonic() - start
         if writer:
-            writer.write({"type": "end", **result.summary()})
+            # The whole conversation as the model saw it (system prompt included), when the
+            # agent keeps one: ready for fine-tuning datasets.
+            conversation = getattr(agent, "messages", None)
+            writer.write({"type": "end", **result.summary(), "messages": conversation})
             writer.close()
     return result

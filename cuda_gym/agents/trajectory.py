@@ -1,4 +1,12 @@
-"""Trajectories as JSONL: one line for the reset, one per step, one for the end."""
+"""Trajectories as JSONL: one line for the reset, one per step, one for the end.
+
+- reset: the task statement (`observation`), the reset info, and the agent's description.
+- step: the assistant `message`, the `action` given to the env, its token `usage` and
+  `latency_s`, the env's `observation` and `tool_messages`, `reward`, `terminated`,
+  `truncated` and the step's results (`info`: tool calls and results, verdict, best, ...).
+- end: the episode summary (reward, turns, tokens, stop reason, best state) and, for agents
+  that keep one, the whole conversation (`messages`).
+"""
 
 from __future__ import annotations
 

@@ -88,7 +88,11 @@ def test_chat_agent_episode_records_messages_and_tokens(env, tmp_path, tool_mode
     assert ("tools" in server.requests[0]) == (tool_mode == "native")
     second = server.requests[1]["messages"]
     assert second[-1]["role"] == ("tool" if tool_mode == "native" else "user")
-    steps = [r for r in read_trajectory(path) if r["type"] == "step"]
+    records = read_trajectory(path)
+    conversation = records[-1]["messages"]
+    assert conversation[0]["role"] == "system" and conversation[-1]["role"] == "assistant"
+    assert sum(m["role"] == "assistant" for m in conversation) == 2
+    steps = [r for r in records if r["type"] == "step"]
     assert steps[0]["usage"]["total_tokens"] == 110
     assert steps[0]["message"]["role"] == "assistant"
     if tool_mode == "native":
