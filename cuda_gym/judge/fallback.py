@@ -117,6 +117,23 @@ class FallbackBan(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+class NoBan:
+    """The ban lifted: a no-op context with no violations.
+
+    Used only when the judge runs a task's reference as its own candidate (the harness's
+    sanity run, `Judge.evaluate_reference_as_candidate`); never for agent code.
+    """
+
+    def __init__(self) -> None:
+        self.violations: list[str] = []
+
+    def __enter__(self) -> NoBan:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        return None
+
+
 def _converts_dtype(args) -> bool:
     dst, src = args[0], args[1]
     return isinstance(src, torch.Tensor) and src.dtype != dst.dtype

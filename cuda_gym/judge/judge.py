@@ -80,6 +80,30 @@ class Judge:
             The Verdict. Failures of the candidate are in the verdict; only infrastructure
             failures raise (WorkerError).
         """
+        return self._evaluate(task, Path(solution_dir), timing=timing, profile=profile)
+
+    def evaluate_reference_as_candidate(self, task: Task, *, timing: bool = True) -> Verdict:
+        """Sanity run: judge the task's own `Model` as if it were the candidate.
+
+        It measures the harness's overhead and noise: a correct verdict whose speedups sit at
+        1.0. For this run only, the PyTorch-op ban is lifted and the static checks are skipped,
+        because the candidate *is* the reference; the candidate is written here from the
+        task's source (`ModelNew = Model`), so no caller-supplied code ever runs unbanned.
+        `evaluate` (the only path the env and its tools use) has no way to lift the ban.
+
+        Args:
+            task: The task whose reference is judged against itself.
+            timing: Time the reference-as-candidate and the baselines.
+
+        Returns:
+            The Verdict, with `flags["reference_as_candidate"]` set.
+        """
+        return self._evaluate(task, None, timing=timing, profile=False)
+
+    def _evaluate(
+        self, task: Task, solution_dir: Path | None, *, timing: bool, profile: bool
+    ) -> Verdict:
+        """Judge `solution_dir`, or with None the task's reference as its own candidate."""
         start = time.monotonic()
         cfg = self.config
         if task.device == "any":
@@ -90,10 +114,25 @@ class Judge:
             device=cfg.device,
             device_name=self.info.name,
         )
+        reference_as_candidate = solution_dir is None
         with tempfile.TemporaryDirectory(prefix="cuda_gym_judge_", dir=_scratch_dir()) as tmp:
             tmp_path = Path(tmp)
-            snap = _snapshot(Path(solution_dir), tmp_path / "solution")
-            self._judge(task, snap, tmp_path, verdict, timing=timing, profile=profile)
+            if reference_as_candidate:
+                snap = tmp_path / "solution"
+                snap.mkdir()
+                (snap / SOLUTION_FILE).write_text(task.source.rstrip() + "\n\n\nModelNew = Model\n")
+                verdict.flags["reference_as_candidate"] = True
+            else:
+                snap = _snapshot(solution_dir, tmp_path / "solution")
+            self._judge(
+                task,
+                snap,
+                tmp_path,
+                verdict,
+                timing=timing,
+                profile=profile,
+                reference_as_candidate=reference_as_candidate,
+            )
         if verdict.violations:
             verdict.correct = False
         verdict.reward = compute_reward(
@@ -131,7 +170,15 @@ class Judge:
     # -- steps ------------------------------------------------------------------------------
 
     def _judge(
-        self, task: Task, snap: Path, tmp: Path, verdict: Verdict, *, timing: bool, profile: bool
+        self,
+        task: Task,
+        snap: Path,
+        tmp: Path,
+        verdict: Verdict,
+        *,
+        timing: bool,
+        profile: bool,
+        reference_as_candidate: bool = False,
     ) -> None:
         cfg = self.config
         checks = verdict.checks
@@ -146,8 +193,9 @@ class Judge:
         except SyntaxError as exc:
             verdict.error = f"{SOLUTION_FILE} has a syntax error: {exc.msg} (line {exc.lineno})"
             return
-        found = static_violations(source, snap / KERNELS_DIR)
-        checks["static"] = not found
+        # The reference judged as its own candidate is not checked: it is not agent code.
+        found = [] if reference_as_candidate else static_violations(source, snap / KERNELS_DIR)
+        checks["static"] = None if reference_as_candidate else not found
         if found:
             verdict.violations += found
             verdict.error = "Static checks failed:\n" + "\n".join(found)
@@ -188,6 +236,7 @@ class Judge:
                 or bool(task.judge_options.get("allow_vendor_libraries")),
                 "timing": timing,
                 "profile": profile,
+                "lift_torch_op_ban_for_reference": reference_as_candidate,
                 "warmup_runs": cfg.warmup_runs,
                 "timed_runs": cfg.timed_runs,
             },
@@ -199,7 +248,11 @@ class Judge:
         cand_result = cand.get("result") or {}
         _add_worker_stages(verdict, "candidate", cand_result)
         verdict.violations += cand_result.get("violations", [])
-        checks["fallback_ban"] = not any(v.startswith("torch_fallback") for v in verdict.violations)
+        checks["fallback_ban"] = (
+            None
+            if reference_as_candidate
+            else not any(v.startswith("torch_fallback") for v in verdict.violations)
+        )
         checks["outputs_plain"] = not any(
             v.startswith(("output_alias", "output_type")) for v in verdict.violations
         )
@@ -295,9 +348,13 @@ class Judge:
         if kernels:
             verdict.flags["kernels"] = kernels
             verdict.flags["profile_kernel_ms_per_call"] = kernels["kernel_ms_per_call"]
-        _check_timing_integrity(verdict, cand_result.get("timing") or {}, kernels)
+        # The reference judged as the candidate runs PyTorch kernels by design.
+        own_kernels = None if reference_as_candidate else kernels
+        _check_timing_integrity(verdict, cand_result.get("timing") or {}, own_kernels)
         if cand_result.get("gpu_state"):
             verdict.flags["gpu_state"] = cand_result["gpu_state"]
+        if cand_result.get("numerics"):
+            verdict.flags["numerics"] = cand_result["numerics"]
         if timing:
             self._set_speedups(verdict, cand_result.get("timing") or {}, baselines)
             apply_speed_of_light(verdict, probe.get("roofline"))

@@ -234,7 +234,7 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
     """Load ModelNew, run it on every input set under the fallback ban, save its outputs."""
     import torch
 
-    from cuda_gym.judge.fallback import FallbackBan
+    from cuda_gym.judge.fallback import FallbackBan, NoBan
     from cuda_gym.judge.inputs import make_inputs
     from cuda_gym.judge.output_checks import bitwise_equal, output_violations, poison_allocator
     from cuda_gym.judge.timing import Timer, profile_table
@@ -275,7 +275,12 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
 
     rep.enter("run")
     vendor_allowed = bool(req.get("allow_vendor_libraries", False))
-    ban = FallbackBan(vendor_allowed)
+    if req.get("lift_torch_op_ban_for_reference"):
+        # Only Judge.evaluate_reference_as_candidate sets this: the candidate is the task's
+        # own Model, so PyTorch ops are its legitimate content (a sanity run of the harness).
+        ban = NoBan()
+    else:
+        ban = FallbackBan(vendor_allowed)
     violations: list[str] = []
     poison_allocator(input_sets, device)
 

@@ -1,0 +1,1 @@
+"""The KernelBench harness: `python -m benchmarks.kernelbench` (see __main__.py)."""

@@ -1,0 +1,67 @@
+"""A file of eager and torch.compile baseline times that harness runs share and commit.
+
+The judge caches baselines per key (task hash, device model, torch/CUDA versions, timing
+settings; see `cuda_gym.judge.baselines.baseline_key`) under its cache directory. This file
+carries those entries between machines and runs: at the start its entries go into the judge's
+cache (so they are not timed again), at the end the run's baselines are merged back. An entry is
+used only where its key matches, i.e. on the same GPU model and software.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from cuda_gym.judge.baselines import JsonCache
+
+FORMAT = "cuda_gym-kernelbench-baselines-1"
+
+
+class BaselineFile:
+    """Baseline entries keyed by the judge's baseline key.
+
+    Args:
+        path: The JSON file (missing: starts empty).
+
+    Raises:
+        ValueError: The file exists but is not a baselines file.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.entries: dict[str, dict] = {}
+        if self.path.is_file():
+            data = json.loads(self.path.read_text())
+            if data.get("format") != FORMAT:
+                raise ValueError(f"{self.path} is not a baselines file (format {FORMAT!r})")
+            self.entries = dict(data.get("entries", {}))
+
+    def seed_cache(self, cache: JsonCache) -> int:
+        """Put entries missing from the judge's cache into it; return how many."""
+        added = 0
+        for key, entry in self.entries.items():
+            if cache.get(key) is None and entry.get("baselines"):
+                cache.put(key, entry["baselines"])
+                added += 1
+        return added
+
+    def collect(self, cache: JsonCache, wanted: dict[str, dict]) -> int:
+        """Merge the cache's baselines for `wanted` (key -> description) in; return how many."""
+        added = 0
+        for key, meta in wanted.items():
+            baselines = cache.get(key)
+            if baselines:
+                self.entries[key] = {**meta, "baselines": baselines}
+                added += 1
+        return added
+
+    def save(self) -> None:
+        """Write the file atomically, entries sorted by problem."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        ordered = dict(
+            sorted(self.entries.items(), key=lambda kv: (kv[1].get("problem", ""), kv[0]))
+        )
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"format": FORMAT, "entries": ordered}, indent=1) + "\n")
+        tmp.replace(self.path)

@@ -1,0 +1,90 @@
+"""Where problem jobs run: in this process, or in a pool of worker processes (one GPU each).
+
+Both share one small interface, `map_unordered(fn, items)`, so a shared execution service can
+take their place. Judge work already runs in child processes; workers add parallelism across
+problems, and with `gpus` each worker sees only its own GPU (CUDA_VISIBLE_DEVICES), so timing
+on one GPU never overlaps another problem's.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any, Protocol
+
+
+class Executor(Protocol):
+    """Runs `fn(item)` for every item; yields the results as they finish."""
+
+    def map_unordered(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
+        """Results in completion order."""
+        ...
+
+    def close(self) -> None:
+        """Release the workers."""
+        ...
+
+
+class InlineExecutor:
+    """Runs jobs one after another in this process."""
+
+    def map_unordered(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
+        """Results in submission order (= completion order)."""
+        for item in items:
+            yield fn(item)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _init_worker(gpu_queue) -> None:
+    if gpu_queue is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_queue.get())
+
+
+class ProcessExecutor:
+    """A pool of `workers` spawned processes; with `gpus`, worker i sees only GPU gpus[i].
+
+    At most `workers` jobs are in flight; an interrupted run loses only the jobs in flight.
+    """
+
+    def __init__(self, workers: int, gpus: tuple[int, ...] | None = None) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        queue = None
+        if gpus:
+            queue = ctx.Queue()
+            for gpu in gpus:
+                queue.put(gpu)
+        self.workers = workers
+        self._pool = ProcessPoolExecutor(
+            max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(queue,)
+        )
+
+    def map_unordered(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
+        """Results in completion order; a job's exception is raised when its turn comes."""
+        pending: set[Future] = set()
+        todo = iter(items)
+        for item in todo:
+            pending.add(self._pool.submit(fn, item))
+            if len(pending) >= self.workers:
+                break
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                nxt = next(todo, None)
+                if nxt is not None:
+                    pending.add(self._pool.submit(fn, nxt))
+                yield future.result()
+
+    def close(self) -> None:
+        """Stop the workers (jobs in flight are cancelled where possible)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def make_executor(workers: int, gpus: tuple[int, ...] | None = None) -> Executor:
+    """InlineExecutor for one worker without GPU pinning, else a ProcessExecutor."""
+    if workers == 1 and not gpus:
+        return InlineExecutor()
+    return ProcessExecutor(workers, gpus)

@@ -1,0 +1,258 @@
+"""Run the harness: problems in, per-problem records on disk, metrics and report out.
+
+Resumable: a problem whose record exists (status "done" or "missing") is not run again; an
+"error" record is retried. A run directory belongs to one configuration (`run.json`); resuming
+with different result-changing settings is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+
+from benchmarks.kernelbench.baseline_file import BaselineFile
+from benchmarks.kernelbench.config import HARNESS_VERSION, HarnessConfig
+from benchmarks.kernelbench.executor import make_executor
+from benchmarks.kernelbench.jobs import ProblemJob, run_problem
+from benchmarks.kernelbench.metrics import Outcome, effort, summarize
+from benchmarks.kernelbench.problems import Problem, discover_problems
+from benchmarks.kernelbench.records import FINISHED, read_record
+from benchmarks.kernelbench.report import speedup_spread, write_report
+from benchmarks.kernelbench.system import system_facts
+from cuda_gym.errors import ConfigError, CudaGymError
+from cuda_gym.judge.baselines import JsonCache, baseline_key
+from cuda_gym.judge.device import device_info
+
+logger = logging.getLogger(__name__)
+
+
+def claim_run_dir(cfg: HarnessConfig) -> None:
+    """Create out/ and its run.json, or check that a resumed run has the same settings."""
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    run_file = cfg.out / "run.json"
+    fingerprint = cfg.fingerprint()
+    if run_file.is_file():
+        previous = json.loads(run_file.read_text()).get("fingerprint")
+        if previous != fingerprint:
+            changed = sorted(k for k in fingerprint if (previous or {}).get(k) != fingerprint[k])
+            raise ConfigError(
+                f"{cfg.out} holds a run with other settings ({', '.join(changed)}); "
+                "use another --out, or the same settings to resume it"
+            )
+        return
+    run_file.write_text(
+        json.dumps({"harness_version": HARNESS_VERSION, "fingerprint": fingerprint}, indent=1)
+        + "\n"
+    )
+
+
+class Progress:
+    """One line per finished problem on stderr: count, outcome, rate and time left."""
+
+    def __init__(self, total: int, already: int, stream=None) -> None:
+        self.total = total
+        self.done = already
+        self.fresh = 0
+        self.start = time.monotonic()
+        self.stream = stream
+
+    def update(self, record: dict) -> None:
+        """Report one finished problem."""
+        self.done += 1
+        self.fresh += 1
+        elapsed = time.monotonic() - self.start
+        rate = self.fresh / elapsed if elapsed > 0 else 0.0
+        left = (self.total - self.done) / rate if rate > 0 else 0.0
+        if record.get("status") != "done":
+            outcome = record.get("status", "?")
+        elif record.get("correct"):
+            se, sc = record.get("speedup_vs_eager"), record.get("speedup_vs_compile")
+            outcome = (
+                "correct"
+                + (f" {se:.2f}x eager" if se else "")
+                + (f" {sc:.2f}x compile" if sc else "")
+            )
+        else:
+            outcome = "incorrect"
+        width = len(str(self.total))
+        print(
+            f"[{self.done:>{width}}/{self.total}] {record['problem']:<48} {outcome:<36} "
+            f"{record.get('wall_s', 0):6.1f}s  {rate * 60:5.1f}/min  ~{left / 60:5.1f} min left",
+            file=self.stream or sys.stderr,
+            flush=True,
+        )
+
+
+def _baseline_keys(cfg: HarnessConfig, problems: list[Problem]) -> dict[str, dict]:
+    info = device_info(cfg.device)
+    jc = cfg.judge_config()
+    keys = {}
+    for problem in problems:
+        try:
+            task = problem.task().for_device(cfg.device)
+        except CudaGymError:
+            continue
+        keys[baseline_key(task.content_hash, info, jc)] = {
+            "problem": problem.key,
+            "task_hash": task.content_hash,
+            "device_name": info.name,
+            "torch": info.torch_version,
+            "cuda": info.cuda_version,
+            "warmup_runs": jc.warmup_runs,
+            "timed_runs": jc.timed_runs,
+        }
+    return keys
+
+
+def run(cfg: HarnessConfig) -> dict:
+    """Run every problem not yet recorded, then write the report; return the report dict."""
+    run_start = time.monotonic()
+    problems = discover_problems(cfg.kernelbench_dir, cfg.levels, cfg.problems, cfg.limit)
+    claim_run_dir(cfg)
+    cache = JsonCache(cfg.judge_config().resolved_cache_dir, "baselines")
+    baseline_file = BaselineFile(cfg.resolved_baselines_file)
+    seeded = baseline_file.seed_cache(cache)
+    if seeded:
+        logger.info("%d baselines taken from %s", seeded, baseline_file.path)
+    if cfg.device == "cuda" and cfg.workers > 1 and not cfg.gpus:
+        logger.warning(
+            "%d workers share the visible GPUs: their timings overlap. Use --gpus for one GPU "
+            "per worker.",
+            cfg.workers,
+        )
+
+    todo = []
+    for problem in problems:
+        record = read_record(cfg.out, problem)
+        if record is None or record.get("status") not in FINISHED:
+            todo.append(problem)
+    progress = Progress(len(problems), len(problems) - len(todo))
+    executor = make_executor(cfg.workers, cfg.gpus)
+    deadline = run_start + cfg.max_wall_s if cfg.max_wall_s else None
+    stopped = False
+    try:
+        # Each job writes its own record, so jobs still in flight when the run stops (the
+        # deadline, an interrupt) are kept.
+        jobs = [ProblemJob(p, cfg) for p in todo]
+        for record in executor.map_unordered(run_problem, jobs):
+            progress.update(record)
+            if deadline and time.monotonic() > deadline and progress.done < len(problems):
+                logger.warning("--max-wall-s reached: stopping; run again to resume")
+                stopped = True
+                break
+    finally:
+        executor.close()
+        baseline_file.collect(cache, _baseline_keys(cfg, problems))
+        baseline_file.save()
+
+    records = [read_record(cfg.out, p) for p in problems]
+    report = build_report(cfg, problems, records, time.monotonic() - run_start)
+    report["complete"] = not stopped and all(r and r.get("status") in FINISHED for r in records)
+    write_report(report, [r for r in records if r], cfg.out, cfg.plots)
+    return report
+
+
+def build_report(
+    cfg: HarnessConfig, problems: list[Problem], records: list[dict | None], run_wall_s: float
+) -> dict:
+    """The report dict: configuration, system, metrics, effort and per-problem rows."""
+    by_level: dict[int, list[Outcome]] = {}
+    final_by_level: dict[int, list[Outcome]] = {}
+    rows = []
+    for problem, record in zip(problems, records):
+        by_level.setdefault(problem.level, []).append(Outcome.from_record(record))
+        if cfg.kind == "agent":
+            final = (record or {}).get("agent", {}).get("final")
+            ok = bool(record) and record.get("status") == "done" and final is not None
+            final_by_level.setdefault(problem.level, []).append(
+                Outcome(
+                    ok and bool(final["correct"]),
+                    final["speedup_vs_eager"] if ok else None,
+                    final["speedup_vs_compile"] if ok else None,
+                )
+            )
+        record = record or {"status": "not run", "correct": False}
+        rows.append(
+            {
+                "problem": problem.key,
+                "status": record.get("status"),
+                "correct": bool(record.get("correct")),
+                "speedup_vs_eager": record.get("speedup_vs_eager"),
+                "speedup_vs_compile": record.get("speedup_vs_compile"),
+                "time_ms": record.get("time_ms"),
+                "flags": record.get("flags", []),
+                "error": record.get("error"),
+                "file_sha256": problem.file_sha256,
+                "task_hash": record.get("task_hash"),
+                "wall_s": record.get("wall_s"),
+            }
+        )
+    present = [r for r in records if r]
+    efforts = {
+        f"level{lv}": effort([r for r in present if r["level"] == lv]) for lv in sorted(by_level)
+    }
+    efforts["overall"] = effort(present)
+    numerics = next(
+        (
+            (r.get("verdict") or {}).get("flags", {}).get("numerics")
+            for r in present
+            if (r.get("verdict") or {}).get("flags", {}).get("numerics")
+        ),
+        None,
+    )
+    jc = cfg.judge_config()
+    timer = (
+        "CUDA events around device-wide synchronisation, L2 flushed before every call"
+        if cfg.device == "cuda"
+        else "host clock"
+    )
+    counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("done", "missing", "error")}
+    counts["problems"] = len(rows)
+    counts["not_run"] = sum(1 for r in rows if r["status"] == "not run")
+    return {
+        "harness_version": HARNESS_VERSION,
+        "solver": _solver(cfg),
+        "config": cfg.to_dict(),
+        "judge_config": {
+            k: (
+                str(v)
+                if v is not None and not isinstance(v, (int, float, str, bool, list, tuple))
+                else v
+            )
+            for k, v in jc.__dict__.items()
+        },
+        "system": system_facts(cfg.device, cfg.kernelbench_dir),
+        "numerics": numerics
+        or "TF32 off in cuBLAS and cuDNN, float32 matmul precision 'highest' (judge policy)",
+        "timing": {
+            "warmup_runs": jc.warmup_runs,
+            "timed_runs": jc.timed_runs,
+            "correctness_trials": jc.correctness_trials,
+            "statistic": "median",
+            "timer": timer,
+            "description": f"median of {jc.timed_runs} calls after {jc.warmup_runs} warm-up "
+            f"calls, fresh input clones per call; {timer}; {jc.correctness_trials} "
+            "correctness input sets",
+        },
+        "tolerance_mode": cfg.mode,
+        "baselines_file": str(cfg.resolved_baselines_file),
+        "counts": counts,
+        "metrics": summarize(by_level),
+        "final_submission": summarize(final_by_level) if final_by_level else None,
+        "speedup_spread": speedup_spread(present),
+        "effort": efforts,
+        "run_wall_s": run_wall_s,
+        "problems": rows,
+    }
+
+
+def _solver(cfg: HarnessConfig) -> str:
+    if cfg.kind == "reference":
+        return "reference as solution (sanity run)"
+    if cfg.kind == "solutions":
+        return f"solutions from {cfg.solutions_dir}"
+    if cfg.agent == "openai":
+        return f"openai agent, model {cfg.model} ({cfg.tool_mode} tools)"
+    return f"{cfg.agent} agent"

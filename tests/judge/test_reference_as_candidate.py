@@ -1,0 +1,77 @@
+"""The sanity run: the reference judged as its own candidate, with the op ban lifted only there."""
+
+import dataclasses
+
+import pytest
+
+from cuda_gym.config import EnvConfig
+from cuda_gym.judge import Judge, JudgeConfig
+from cuda_gym.tasks import task_from_string
+
+pytestmark = pytest.mark.slow
+
+TASK = '''"""Scaled ReLU."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, scale):
+        super(Model, self).__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        return torch.relu(x) * self.scale
+
+
+def get_inputs():
+    return [torch.randn(64, 128)]
+
+
+def get_init_inputs():
+    return [2.0]
+'''
+
+# The same computation submitted as ordinary candidate code: PyTorch ops in forward.
+TORCH_CANDIDATE = """import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        return torch.relu(x) * self.scale
+"""
+
+
+@pytest.fixture(scope="module")
+def judge():
+    return Judge(JudgeConfig(device="cpu", timed_runs=3, warmup_runs=1, baselines=("eager",)))
+
+
+def test_reference_as_candidate_is_accepted_near_one(judge):
+    verdict = judge.evaluate_reference_as_candidate(task_from_string(TASK, "scaled_relu"))
+    assert verdict.correct and verdict.verdict == "accept", verdict.error
+    assert verdict.flags["reference_as_candidate"] is True
+    assert verdict.checks["static"] is None and verdict.checks["fallback_ban"] is None
+    assert verdict.violations == []
+    assert verdict.speedup_vs_eager > 0
+    assert verdict.flags["numerics"] == {"matmul_allow_tf32": False, "cudnn_allow_tf32": False}
+
+
+def test_the_same_code_as_a_candidate_is_still_banned(judge, tmp_path):
+    (tmp_path / "model_new.py").write_text(TORCH_CANDIDATE)
+    verdict = judge.evaluate(task_from_string(TASK, "scaled_relu"), tmp_path, timing=False)
+    assert not verdict.correct
+    assert any(v.startswith("torch_fallback") for v in verdict.violations)
+    assert "reference_as_candidate" not in verdict.flags
+
+
+def test_no_configuration_can_lift_the_ban():
+    names = {f.name for f in dataclasses.fields(JudgeConfig)} | {
+        f.name for f in dataclasses.fields(EnvConfig)
+    }
+    assert not any("ban" in n or "reference" in n for n in names)

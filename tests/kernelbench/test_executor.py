@@ -1,0 +1,26 @@
+"""The executors: in-process, and worker processes pinned to one GPU index each."""
+
+import os
+
+from benchmarks.kernelbench.executor import InlineExecutor, ProcessExecutor, make_executor
+
+
+def visible_gpu(job: int) -> tuple[int, str | None]:
+    return job, os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def test_inline_runs_in_order_here():
+    ex = make_executor(1)
+    assert isinstance(ex, InlineExecutor)
+    assert list(ex.map_unordered(lambda x: x * 2, [1, 2, 3])) == [2, 4, 6]
+
+
+def test_process_workers_each_see_one_gpu():
+    ex = make_executor(2, gpus=(5, 7))
+    assert isinstance(ex, ProcessExecutor)
+    try:
+        results = list(ex.map_unordered(visible_gpu, range(6)))
+    finally:
+        ex.close()
+    assert sorted(job for job, _ in results) == list(range(6))
+    assert {gpu for _, gpu in results} <= {"5", "7"}
