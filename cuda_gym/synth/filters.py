@@ -284,11 +284,29 @@ def _calibrated_batch(batch: int, measured_ms: float, window: tuple[float, float
     return max(1, min(pow2_floor(wanted), batch * 64))
 
 
-def run_filters(candidate: Candidate, settings: FilterSettings, lock=None) -> FilterReport:
+class FixedSource:
+    """A hand-written task source in the place of a Candidate (no batch calibration)."""
+
+    def __init__(self, source: str) -> None:
+        self._source = source
+        self.batch_size = 0
+
+    def source(self) -> str:
+        """The task source."""
+        return self._source
+
+    def with_batch_size(self, batch: int) -> FixedSource:
+        """Sources are not rescaled: the same object."""
+        return self
+
+
+def run_filters(
+    candidate: Candidate | FixedSource, settings: FilterSettings, lock=None
+) -> FilterReport:
     """Run every worker filter on a candidate (on `settings.device`); never raises for a task.
 
     Args:
-        candidate: The composed task.
+        candidate: The composed task, or a FixedSource (then calibration is skipped).
         settings: Device, window and switches.
         lock: Held while timing, so workers sharing a device never time at the same time.
     """
@@ -331,7 +349,7 @@ def _run_chain(candidate, settings, lock, report: FilterReport, first: bool) -> 
     report.eager_ms = eager_ms
     low, high = settings.window_ms
     inside = low <= eager_ms <= high
-    if not inside and first and settings.calibrate:
+    if not inside and first and settings.calibrate and candidate.batch_size:
         batch = _calibrated_batch(candidate.batch_size, eager_ms, settings.window_ms)
         if batch != candidate.batch_size:
             return batch

@@ -202,6 +202,7 @@ class LocalProcessPool:
         self._workers = []
         self._queue.clear()
         self._pending = 0
+        self._lock = None
 
     def __enter__(self) -> LocalProcessPool:
         return self
