@@ -16,7 +16,7 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-KEPT_ROOTS = {"torch", "nn", "F", "self", "x"}
+KEPT_ROOTS = {"torch", "nn", "F", "self"}
 SECTIONS = ("Model", "get_inputs")
 
 

@@ -209,3 +209,36 @@ class LocalProcessPool:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class InlinePool:
+    """Runs each job in this process when its result is asked for (tests, debugging).
+
+    No isolation and no timeouts: a crashing job takes the caller down. Same interface as
+    LocalProcessPool.
+    """
+
+    def __init__(self, target: str) -> None:
+        self._function = _resolve(target)
+        self._queue: deque = deque()
+
+    @property
+    def pending(self) -> int:
+        """Jobs submitted and not yet returned."""
+        return len(self._queue)
+
+    def submit(self, key: Any, payload: Any) -> None:
+        """Queue a job."""
+        self._queue.append((key, payload))
+
+    def next_result(self) -> JobResult:
+        """Run the oldest job now."""
+        key, payload = self._queue.popleft()
+        try:
+            return JobResult(key, True, self._function(payload, None))
+        except Exception:  # reported like a worker's error
+            return JobResult(key, False, None, traceback.format_exc()[-3000:])
+
+    def close(self) -> None:
+        """Drop queued jobs."""
+        self._queue.clear()
