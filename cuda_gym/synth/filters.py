@@ -308,7 +308,7 @@ def run_filters(
     Args:
         candidate: The composed task, or a FixedSource (then calibration is skipped).
         settings: Device, window and switches.
-        lock: Held while timing, so workers sharing a device never time at the same time.
+        lock: The device lock shared by the workers (see `_run_chain` for what it guards).
     """
     start = time.monotonic()
     lock = lock if lock is not None else _NoLock()
@@ -335,35 +335,43 @@ def run_filters(
 
 
 def _run_chain(candidate, settings, lock, report: FilterReport, first: bool) -> int | None:
-    """The filters in order; returns a new batch size when calibration asks for a retry."""
+    """The filters in order; returns a new batch size when calibration asks for a retry.
+
+    On CUDA the GPU phases run under the device lock, so a timing never overlaps another
+    worker's GPU work; torch.compile's compilation (CPU-bound) runs outside it. On the CPU only
+    the timings are locked, so workers still filter in parallel.
+    """
     device = settings.device
+    gpu_phase = lock if device == "cuda" else _NoLock()
+    timing_lock = _NoLock() if device == "cuda" else lock
     module = _module(report.source)
-    try:
-        model = _build(module, device)
-    except Exception as exc:  # a broken constructor is an eager failure
-        raise _Rejected("eager", {"error": f"{type(exc).__name__}: {exc}"[:500]}) from exc
-    inputs, out = _check_eager(module, model, device)
-    report.filters["eager"] = {"passed": True}
-    _check_outputs(module, model, device, inputs, out, report)
-    eager_ms = _time_eager(model, inputs, settings, lock)
-    report.eager_ms = eager_ms
-    low, high = settings.window_ms
-    inside = low <= eager_ms <= high
-    if not inside and first and settings.calibrate and candidate.batch_size:
-        batch = _calibrated_batch(candidate.batch_size, eager_ms, settings.window_ms)
-        if batch != candidate.batch_size:
-            return batch
-    report.filters["time_window"] = {
-        "passed": inside,
-        "eager_ms": eager_ms,
-        "window_ms": list(settings.window_ms),
-        "calibrated": not first,
-    }
-    if not inside:
-        raise _Rejected("time_window", report.filters.pop("time_window"))
-    report.filters["trivial_answers"] = _check_trivial(module, model, device)
-    if not report.filters["trivial_answers"]["passed"]:
-        raise _Rejected("trivial_answers", report.filters.pop("trivial_answers"))
+    with gpu_phase:
+        try:
+            model = _build(module, device)
+        except Exception as exc:  # a broken constructor is an eager failure
+            raise _Rejected("eager", {"error": f"{type(exc).__name__}: {exc}"[:500]}) from exc
+        inputs, out = _check_eager(module, model, device)
+        report.filters["eager"] = {"passed": True}
+        _check_outputs(module, model, device, inputs, out, report)
+        eager_ms = _time_eager(model, inputs, settings, timing_lock)
+        report.eager_ms = eager_ms
+        low, high = settings.window_ms
+        inside = low <= eager_ms <= high
+        if not inside and first and settings.calibrate and candidate.batch_size:
+            batch = _calibrated_batch(candidate.batch_size, eager_ms, settings.window_ms)
+            if batch != candidate.batch_size:
+                return batch
+        report.filters["time_window"] = {
+            "passed": inside,
+            "eager_ms": eager_ms,
+            "window_ms": list(settings.window_ms),
+            "calibrated": not first,
+        }
+        if not inside:
+            raise _Rejected("time_window", report.filters.pop("time_window"))
+        report.filters["trivial_answers"] = _check_trivial(module, model, device)
+        if not report.filters["trivial_answers"]["passed"]:
+            raise _Rejected("trivial_answers", report.filters.pop("trivial_answers"))
     if settings.compile_check:
         result = _check_compile(model, inputs, out, settings, lock)
         report.compile_s = result.get("compile_s")
