@@ -58,10 +58,10 @@ PROFILES = {
         length=(1024, 2048, 4096, 8192),
         spatial=(64, 128, 256),
         depth=(16, 32, 48),
-        target_ms=6.0,
+        target_ms=4.0,
         bytes_per_s=2.5e12,
         flops_per_s=3.0e13,
-        max_bytes=24e9,
+        max_bytes=8e9,
         max_batch=1 << 20,
     ),
     "cpu": SizeProfile(

@@ -24,7 +24,7 @@ from cuda_gym.judge.compare import MODES, check_outputs_match
 from cuda_gym.judge.inputs import DISTRIBUTIONS, make_inputs
 from cuda_gym.judge.timing import Timer
 from cuda_gym.judge.trivial import trivial_answers
-from cuda_gym.synth.builder import pow2_floor
+from cuda_gym.synth.builder import MAIN, pow2_floor
 from cuda_gym.synth.compose import Candidate
 from cuda_gym.tasks.task import task_from_string
 
@@ -277,11 +277,19 @@ def _check_cpu_sizes(source: str) -> dict:
     return {"passed": finite and not reasons, "finite": finite, "reasons": reasons}
 
 
-def _calibrated_batch(batch: int, measured_ms: float, window: tuple[float, float]) -> int:
+def _calibrated_batch(candidate: Candidate, measured_ms: float, window: tuple[float, float]) -> int:
+    """The batch size that should bring the eager time near the window's target.
+
+    Never beyond 64x the current one or the profile's memory bound.
+    """
     low, high = window
     target = min(math.sqrt(low * high), 4 * low)
+    batch = candidate.batch_size
     wanted = batch * target / max(measured_ms, 1e-6)
-    return max(1, min(pow2_floor(wanted), batch * 64))
+    builder = candidate.builder
+    _, bytes_per_batch = builder.cost_per_batch(MAIN)
+    memory_cap = builder.profiles[MAIN].max_bytes / max(bytes_per_batch, 1.0)
+    return max(1, min(pow2_floor(wanted), batch * 64, pow2_floor(memory_cap)))
 
 
 class FixedSource:
@@ -358,7 +366,7 @@ def _run_chain(candidate, settings, lock, report: FilterReport, first: bool) -> 
         low, high = settings.window_ms
         inside = low <= eager_ms <= high
         if not inside and first and settings.calibrate and candidate.batch_size:
-            batch = _calibrated_batch(candidate.batch_size, eager_ms, settings.window_ms)
+            batch = _calibrated_batch(candidate, eager_ms, settings.window_ms)
             if batch != candidate.batch_size:
                 return batch
         report.filters["time_window"] = {
@@ -369,7 +377,11 @@ def _run_chain(candidate, settings, lock, report: FilterReport, first: bool) -> 
         }
         if not inside:
             raise _Rejected("time_window", report.filters.pop("time_window"))
-        report.filters["trivial_answers"] = _check_trivial(module, model, device)
+        try:
+            report.filters["trivial_answers"] = _check_trivial(module, model, device)
+        except Exception as exc:  # e.g. out of memory for the fp64 copy: the task is dropped
+            error = f"{type(exc).__name__}: {exc}"[:500]
+            raise _Rejected("trivial_answers", {"error": error}) from exc
         if not report.filters["trivial_answers"]["passed"]:
             raise _Rejected("trivial_answers", report.filters.pop("trivial_answers"))
     if settings.compile_check:
