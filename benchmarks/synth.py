@@ -6,6 +6,8 @@ pass rate of each filter, chain-length and family distributions, versions) as JS
     python -m benchmarks.synth --device cuda --n 100 --workers 8 --out $OUT/synth_h200.json
     python -m benchmarks.synth --device cpu --n 20 --out benchmarks/results/synth_cpu.json
     python -m benchmarks.synth --describe cuda_gym/tasks/data/synth_builtin.parquet  # README table
+    python -m benchmarks.synth --verify cuda_gym/tasks/data/synth_builtin.parquet --device cuda \
+        --workers 8 --out $OUT/synth_builtin_verify_h200.json  # re-run every filter on a set
 """
 
 from __future__ import annotations
@@ -46,6 +48,54 @@ def describe(path: str) -> str:
     return "\n".join(lines)
 
 
+def verify(path: str, device: str, workers: int, compile_check: bool) -> dict:
+    """Re-run the execution filters (no calibration) on every task of a parquet set."""
+    from cuda_gym.synth.filters import FilterSettings, FixedSource
+    from cuda_gym.synth.pipeline import default_pool
+
+    tasks = load_task_parquet(path)
+    config = SynthConfig(n=1, device=device, workers=workers, compile_check=compile_check)
+    settings = FilterSettings(device=device, window_ms=config.window, compile_check=compile_check)
+    pool = default_pool(config)
+    start = time.monotonic()
+    try:
+        for task in tasks:
+            pool.submit(task.task_id, (FixedSource(task.source), settings))
+        results = [pool.next_result() for _ in range(len(tasks))]
+    finally:
+        pool.close()
+    failures = {}
+    eager, compiled = [], []
+    for r in results:
+        if not r.ok:
+            failures[r.key] = r.error[-300:]
+        elif not r.value.accepted:
+            failures[r.key] = {r.value.failed: r.value.filters.get(r.value.failed)}
+        else:
+            eager.append(r.value.eager_ms)
+            if r.value.compile_ms:
+                compiled.append(r.value.compile_ms)
+    return {
+        "benchmark": "synth-verify",
+        "set": path,
+        "device": device,
+        "window_ms": list(config.window),
+        "tasks": len(tasks),
+        "passed": len(tasks) - len(failures),
+        "failures": failures,
+        "eager_ms_min_median_max": _spread(eager),
+        "compile_ms_min_median_max": _spread(compiled),
+        "wall_s": time.monotonic() - start,
+    }
+
+
+def _spread(values: list[float]) -> list[float] | None:
+    if not values:
+        return None
+    values = sorted(values)
+    return [values[0], values[len(values) // 2], values[-1]]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -55,9 +105,17 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true")
     parser.add_argument("--out", default="benchmarks/results/synth_cpu.json")
     parser.add_argument("--describe", metavar="PARQUET", help="print a set's tables and exit")
+    parser.add_argument("--verify", metavar="PARQUET", help="re-run the filters on a set")
     args = parser.parse_args()
     if args.describe:
         print(describe(args.describe))
+        return
+    if args.verify:
+        result = verify(args.verify, args.device, args.workers, not args.no_compile)
+        text = json.dumps(result, indent=2, default=str)
+        print(text)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text + "\n")
         return
 
     config = SynthConfig(
