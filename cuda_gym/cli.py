@@ -5,6 +5,7 @@ Usage::
     cuda-gym demo [--device auto|cuda|cpu] [--task ID] [--json]
     cuda-gym judge TASK SOLUTION.py [--kernels DIR] [--device ...] [--mode ...] [--reward ...]
     cuda-gym tasks list [--json]
+    cuda-gym synth --n N --device cuda|cpu --seed S --out DIR_OR_FILE.parquet [...]
 """
 
 from __future__ import annotations
@@ -100,6 +101,13 @@ def cmd_tasks_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_synth(args: argparse.Namespace) -> int:
+    """Synthesise and filter tasks (cuda_gym/synth)."""
+    from cuda_gym.synth.cli import run_synth
+
+    return run_synth(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `cuda-gym`."""
     parser = argparse.ArgumentParser(prog="cuda-gym", description=__doc__.splitlines()[0])
@@ -144,6 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
     tasks_list = tasks_sub.add_parser("list", help="list the built-in tasks")
     tasks_list.add_argument("--json", action="store_true")
     tasks_list.set_defaults(func=cmd_tasks_list)
+
+    from cuda_gym.synth.cli import add_synth_arguments
+
+    synth = sub.add_parser("synth", help="synthesise and filter KernelBench-format tasks")
+    add_synth_arguments(synth)
+    synth.set_defaults(func=cmd_synth)
     return parser
 
 

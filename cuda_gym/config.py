@@ -18,7 +18,12 @@ class EnvConfig:
         device: "auto" (GPU when one is usable, else CPU), "cuda" or "cpu".
         task: A fixed task for every episode: a built-in id, a path to a KernelBench-format
             file, or source text. None samples from `task_ids`.
-        task_ids: Built-in task ids to sample from when `task` is None (None = all built-ins).
+        task_ids: Task ids to sample from when `task` is None (None = all of `task_source`);
+            ids not in `task_source` are loaded like `task` (built-in id, path).
+        task_source: Where sampled tasks come from: "auto" (the shipped synthesised set when
+            the package has one, else the hand-written built-ins), "builtin" (the hand-written
+            tasks), "synth", "synth:train" or "synth:validation" (the shipped set),
+            "kernelbench:PATH:LEVEL", or a path to a `.parquet` file or a directory of tasks.
         max_turns: Steps per episode before truncation.
         time_budget_s: Wall-clock seconds per episode before truncation.
         max_invalid_actions: Malformed actions tolerated before truncation.
@@ -33,6 +38,7 @@ class EnvConfig:
     device: str = "auto"
     task: str | None = None
     task_ids: tuple[str, ...] | None = None
+    task_source: str = "auto"
     max_turns: int = 40
     time_budget_s: float = 3600.0
     max_invalid_actions: int = 8

@@ -12,12 +12,12 @@ import gymnasium as gym
 
 from cuda_gym.actions import FORMAT_HELP, parse_action
 from cuda_gym.config import EnvConfig
-from cuda_gym.errors import EnvStateError
+from cuda_gym.errors import EnvStateError, UnknownTaskError
 from cuda_gym.judge import Judge, Verdict
 from cuda_gym.judge.device import resolve_device
 from cuda_gym.skills import skills_for_device
 from cuda_gym.spaces import AgentText
-from cuda_gym.tasks import Task, builtin_task, builtin_task_ids, load_task
+from cuda_gym.tasks import Task, load_task, resolve_task_source
 from cuda_gym.tools import TOOLS, ToolContext, ToolResult, execute_call, tool_schemas
 from cuda_gym.tools.base import truncate_text
 from cuda_gym.tools.skills import catalogue
@@ -92,6 +92,9 @@ class CudaKernelEnv(gym.Env[str, Any]):
         self.action_space = AgentText(MAX_ACTION_CHARS)
         self.observation_space = AgentText(self.config.max_observation_chars + 2000)
         self._fixed_task = load_task(self.config.task) if self.config.task else None
+        self._task_set = (
+            None if self._fixed_task else resolve_task_source(self.config.task_source, self.device)
+        )
         self._lock = threading.RLock()
         self._workspace: Workspace | None = None
         self._ctx: ToolContext | None = None
@@ -241,11 +244,25 @@ class CudaKernelEnv(gym.Env[str, Any]):
     def _choose_task(self, options: dict) -> Task:
         task_id = options.get("task_id") or options.get("task")
         if task_id is not None:
-            return load_task(task_id)
+            return self._lookup(task_id)
         if self._fixed_task is not None:
             return self._fixed_task
-        ids = list(self.config.task_ids or builtin_task_ids())
-        return builtin_task(ids[int(self.np_random.integers(len(ids)))])
+        ids = list(self.config.task_ids or self._task_set.ids())
+        return self._lookup(ids[int(self.np_random.integers(len(ids)))])
+
+    def _lookup(self, task_id) -> Task:
+        """A task of the task source by id, else a built-in id, file path or source text."""
+        if self._task_set is not None and isinstance(task_id, str) and task_id in self._task_set:
+            return self._task_set.get(task_id)
+        try:
+            return load_task(task_id)
+        except UnknownTaskError:
+            if self._task_set is None:
+                raise
+            raise UnknownTaskError(
+                f"Unknown task {task_id!r}: not in task source {self._task_set.name!r} "
+                "and not a built-in id or a file."
+            ) from None
 
     def _truncation_reason(self) -> str | None:
         if self._invalid >= self.config.max_invalid_actions:

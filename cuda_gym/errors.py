@@ -37,3 +37,7 @@ class DeviceUnavailableError(CudaGymError, RuntimeError):
 
 class WorkerError(CudaGymError, RuntimeError):
     """A judge worker failed for reasons that are not the candidate's fault."""
+
+
+class DataUnavailableError(CudaGymError, RuntimeError):
+    """A task set cannot be obtained (offline, missing file, unexpected layout); says what to do."""

@@ -62,7 +62,7 @@ def test_registered_with_nondeterministic_and_module_prefix():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() in cuda_gym.builtin_task_ids()
+    assert out.stdout.strip() in cuda_gym.tasks.resolve_task_source("auto").ids()
 
 
 def test_reset_observation_and_info(env):

@@ -1,0 +1,153 @@
+import json
+import time
+
+import gymnasium as gym
+import pytest
+
+import cuda_gym
+from cuda_gym.cli import main
+from cuda_gym.judge import Judge, JudgeConfig
+from cuda_gym.synth.config import SynthConfig
+from cuda_gym.synth.pipeline import synthesize
+from cuda_gym.synth.pool import InlinePool, LocalProcessPool
+from cuda_gym.tasks import load_task_dir, load_task_parquet
+
+QUICK = SynthConfig(n=3, seed=5, compile_check=False, window_ms=(0.0, 10_000.0), workers=1)
+
+
+def inline():
+    return InlinePool("cuda_gym.synth.filters:filter_job")
+
+
+def test_fixed_seed_gives_the_same_tasks():
+    first = synthesize(QUICK, pool=inline())
+    second = synthesize(QUICK, pool=inline())
+    assert [t["source"] for t in first.tasks] == [t["source"] for t in second.tasks]
+    assert [t["task_id"] for t in first.tasks] == [t["task_id"] for t in second.tasks]
+    assert len({t["provenance"]["index"] for t in first.tasks}) == 3
+
+
+def test_near_duplicates_are_dropped():
+    config = SynthConfig(
+        **{
+            **QUICK.__dict__,
+            "n": 4,
+            "chain_lengths": {1: 1.0},
+            "family_weights": {
+                "attention": 1.0,
+                **{
+                    f: 0.0
+                    for f in (
+                        "matmul",
+                        "conv",
+                        "pooling",
+                        "norm",
+                        "activation",
+                        "reduction",
+                        "softmax",
+                        "elementwise",
+                        "loss",
+                        "indexing",
+                        "dropout",
+                    )
+                },
+            },
+        }
+    )
+    run = synthesize(config, pool=inline())
+    # Only two attention operators exist: two tasks at most, the rest are duplicates.
+    assert len(run.tasks) == 2
+    assert any(r["failed"] == "near_duplicate" for r in run.records)
+    assert len({t["name"] for t in run.tasks}) == 2
+
+
+def _sleepy(payload, lock):
+    time.sleep(payload)
+    return payload
+
+
+def test_process_pool_survives_a_hung_job():
+    with LocalProcessPool("tests.synth.test_pipeline:_sleepy", workers=1, timeout_s=3) as pool:
+        pool.submit("slow", 60)
+        pool.submit("fast", 0)
+        results = {r.key: r for r in (pool.next_result(), pool.next_result())}
+    assert not results["slow"].ok and "timed out" in results["slow"].error
+    assert results["fast"].ok and results["fast"].value == 0
+
+
+@pytest.mark.slow
+def test_cli_synth_writes_tasks_that_load_and_are_judgeable(tmp_path, capsys):
+    out = tmp_path / "x.parquet"
+    code = main(
+        ["synth", "--n", "3", "--device", "cpu", "--seed", "3", "--out", str(out), "--no-progress"]
+    )
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "filter" in printed and "compile" in printed and "chain length" in printed
+    tasks = load_task_parquet(out)
+    assert len(tasks) == 3
+    summary = json.loads(out.with_suffix(".summary.json").read_text())
+    assert summary["n_accepted"] == 3
+    for task in tasks:
+        prov = tasks.meta[task.task_id]["provenance"]
+        assert prov["device"] == "cpu" and prov["torch"] and prov["seed"] == 3
+        assert prov["filters"]["compile"]["passed"] and prov["eager_ms"] > 0
+
+    # Round trip through the judge and the env: the reference runs in the judge's own worker,
+    # and no trivial answer (zeros, mean, input) passes in any precision mode.
+    judge = Judge(JudgeConfig(device="cpu", run_timeout_s=120))
+    for task in tasks:
+        probe = judge.probe_task(task)
+        assert probe["degenerate"] == {"strict": [], "kernelbench": [], "paper": []}
+    env = gym.make(
+        "CudaKernel-v0",
+        device="cpu",
+        task_source=str(out),
+        judge=JudgeConfig(device="cpu", timed_runs=3, warmup_runs=1),
+    )
+    first = tasks.ids()[0]
+    obs, info = env.reset(seed=0, options={"task_id": first})
+    assert info["task_id"] == first and "class Model" in obs
+    obs, info2 = env.reset(seed=1)
+    assert info2["task_id"] in tasks.ids()
+    model_new = (
+        "import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+        "    def __init__(self, *args):\n        super().__init__()\n\n"
+        "    def forward(self, x, *rest):\n        return x\n"
+    )
+    env.step({"name": "write_file", "arguments": {"path": "model_new.py", "content": model_new}})
+    _, reward, terminated, _, info = env.step({"name": "submit", "arguments": {}})
+    assert terminated and reward == -1.0
+    assert info["verdict"]["verdict"] == "reject" and info["verdict"]["error"]
+    env.close()
+
+    # A directory output holds plain KernelBench files too.
+    out_dir = tmp_path / "dir"
+    assert (
+        main(
+            [
+                "synth",
+                "--n",
+                "1",
+                "--device",
+                "cpu",
+                "--out",
+                str(out_dir),
+                "--no-compile",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    assert len(load_task_dir(out_dir / "tasks")) == 1
+    assert cuda_gym.tasks.load_task_parquet(out_dir / "tasks.parquet").ids()
+
+
+def test_bad_config_is_rejected():
+    from cuda_gym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="chain_lengths"):
+        SynthConfig(chain_lengths={7: 1.0})
+    with pytest.raises(ConfigError, match="families"):
+        SynthConfig(family_weights={"convs": 1.0})
+    assert main(["synth", "--n", "1", "--out", "x.parquet", "--chain-lengths", "2-1"]) == 2
