@@ -73,6 +73,8 @@ class AgentConfig:
             runs in a Ray actor holding `evaluator_gpus_per_env` of a GPU outside the training
             placement group: the separate evaluator pool).
         evaluator_gpus_per_env: GPU share of one env actor when `evaluator` is "ray".
+        trajectory_dir: When set, every episode is appended as JSON to
+            `episodes-<pid>.jsonl` there (for inspection and later RFT).
     """
 
     env_id: str = "cuda_gym:CudaKernel-v0"
@@ -83,6 +85,7 @@ class AgentConfig:
     success_reward: float = 2.0
     evaluator: str = "local"
     evaluator_gpus_per_env: float = 0.25
+    trajectory_dir: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_concurrent_episodes < 1:

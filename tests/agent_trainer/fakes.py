@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import gymnasium as gym
 
 from agent_trainer.episode import Generation
@@ -14,12 +16,16 @@ class ScriptedEnv(gym.Env):
     `fail_on` = ("reset" | "step", n) raises RuntimeError at that call.
     """
 
+    active = 0
+    max_active = 0
+    _lock = threading.Lock()
+
     def __init__(self, final_reward=3.0, max_turns=10, fail_on=None):
         self.action_space = AgentText(10_000)
         self.observation_space = AgentText(10_000)
         self.final_reward = final_reward
         self.max_turns = max_turns
-        self.fail_on = fail_on
+        self.fail_on = tuple(fail_on) if fail_on else None
         self.actions = []
         self.resets = []
         self.closed = False
@@ -27,6 +33,9 @@ class ScriptedEnv(gym.Env):
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         self.resets.append((seed, options))
+        with ScriptedEnv._lock:
+            ScriptedEnv.active += 1
+            ScriptedEnv.max_active = max(ScriptedEnv.max_active, ScriptedEnv.active)
         if self.fail_on == ("reset", 0):
             raise RuntimeError("reset exploded")
         self.actions = []
@@ -52,6 +61,9 @@ class ScriptedEnv(gym.Env):
         return f"obs {n}: ok", 0.0, False, False, info
 
     def close(self):
+        if self.resets and not self.closed:
+            with ScriptedEnv._lock:
+                ScriptedEnv.active -= 1
         self.closed = True
 
 
