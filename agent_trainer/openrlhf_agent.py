@@ -35,6 +35,8 @@ def engine_generate(llm_engine: Any, sampling_params: Any):
         params = copy.deepcopy(sampling_params)  # shared by the n samples of a prompt
         params.max_tokens = max_tokens
         if stop:
+            # vLLM truncates the final text at a stop string however `stop` was set; only
+            # its streaming hold-back buffer is sized at construction (we do not stream).
             params.stop = list(getattr(params, "stop", None) or []) + list(stop)
         output = (await llm_engine.generate(token_ids, params)).outputs[0]
         ids = list(output.token_ids)

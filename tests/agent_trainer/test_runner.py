@@ -143,3 +143,24 @@ def test_stop_strings_and_per_turn_cap_reach_generate(tok):
     model = ScriptedModel(tok, ["submit"])
     play(ScriptedEnv(), model, tok, stop=["</tool_call>"], max_tokens_per_turn=99)
     assert model.calls[0][1:] == (99, ["</tool_call>"])
+
+
+LLAMA_LIKE = (
+    "{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
+    "{{ m['content'] }}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
+
+
+def test_feedback_glue_follows_any_chat_template():
+    from agent_trainer.chat import ChatFormat
+
+    tok = build_tiny_tokenizer()
+    tok.chat_template = LLAMA_LIKE
+    chat = ChatFormat(tok, "user")
+    expected = ("<|start_header_id|>user<|end_header_id|>\n\nobs<|eot_id|>"
+                "<|start_header_id|>assistant<|end_header_id|>\n\n")
+    assert chat.feedback("call<|eot_id|>", "obs") == expected
+    assert chat.feedback("call", "obs") == "<|eot_id|>" + expected
+    # Overlap is never found in plain whitespace or in the feedback itself.
+    assert chat.feedback("call\n", "obs") == "<|eot_id|>" + expected
