@@ -13,6 +13,7 @@ from typing import Any
 import gymnasium as gym
 
 from agent_trainer.config import RunnerConfig
+from agent_trainer.dataset import parse_label
 from agent_trainer.runner import GenerateFn, run_episode
 
 logger = logging.getLogger(__name__)
@@ -27,8 +28,6 @@ async def collect_episodes(make_env: Callable[[], Any], generate: GenerateFn, to
         Summary: episodes, mean reward, successes (reward >= 1), env errors, and the mean
         generation and environment seconds per turn.
     """
-    from agent_trainer.openrlhf_agent import parse_label
-
     out.parent.mkdir(parents=True, exist_ok=True)
     slots = asyncio.Semaphore(concurrency)
     lock = asyncio.Lock()

@@ -11,7 +11,7 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -135,3 +135,19 @@ def write_dataset(rows: list[dict], path: str | Path) -> Path:
         for row in rows:
             f.write(json.dumps(row) + "\n")
     return path
+
+
+def parse_label(label: Any) -> tuple[dict, int | None]:
+    """The env reset options and seed named by a dataset label (JSON text or a dict).
+
+    Raises:
+        ValueError: The label is not JSON, not an object, or names no task.
+    """
+    data = json.loads(label) if isinstance(label, str) else label
+    if not isinstance(data, dict):
+        raise ValueError(f"label must be a JSON object naming the task, got {label!r}")
+    options = {k: data[k] for k in ("task_id", "task") if data.get(k) is not None}
+    if not options:
+        raise ValueError(f"label names no task ('task_id' or 'task'): {label!r}")
+    seed = data.get("seed")
+    return options, int(seed) if seed is not None else None

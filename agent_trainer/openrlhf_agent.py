@@ -21,6 +21,7 @@ from typing import Any
 from openrlhf.utils.agent import AgentExecutorBase
 
 from agent_trainer.config import AgentConfig
+from agent_trainer.dataset import parse_label
 from agent_trainer.envs import make_env
 from agent_trainer.episode import Episode, Generation
 from agent_trainer.runner import run_episode
@@ -46,22 +47,6 @@ def engine_generate(llm_engine: Any, sampling_params: Any):
         return Generation(ids, output.text, logprobs, output.finish_reason or "stop")
 
     return generate
-
-
-def parse_label(label: Any) -> tuple[dict, int | None]:
-    """The env reset options and seed named by a dataset label (JSON text or a dict).
-
-    Raises:
-        ValueError: The label is not JSON, not an object, or names no task.
-    """
-    data = json.loads(label) if isinstance(label, str) else label
-    if not isinstance(data, dict):
-        raise ValueError(f"label must be a JSON object naming the task, got {label!r}")
-    options = {k: data[k] for k in ("task_id", "task") if data.get(k) is not None}
-    if not options:
-        raise ValueError(f"label names no task ('task_id' or 'task'): {label!r}")
-    seed = data.get("seed")
-    return options, int(seed) if seed is not None else None
 
 
 class _LabelErrorEnv:

@@ -7,10 +7,10 @@ import pytest
 from agent_trainer.dataset import (
     TaskDirectory,
     dataset_rows,
+    parse_label,
     source_from_spec,
     write_dataset,
 )
-from agent_trainer.openrlhf_agent import parse_label
 from cuda_gym import builtin_task_ids
 from cuda_gym.tasks import builtin_task
 

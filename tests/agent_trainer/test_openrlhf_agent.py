@@ -12,8 +12,9 @@ from openrlhf.utils.agent import AgentExecutorBase
 
 from agent_trainer.agent_func import load_agent_config, write_agent_func
 from agent_trainer.config import AgentConfig, RunnerConfig
+from agent_trainer.dataset import parse_label
 from agent_trainer.episode import LOG_KEYS
-from agent_trainer.openrlhf_agent import CudaGymAgentExecutor, parse_label
+from agent_trainer.openrlhf_agent import CudaGymAgentExecutor
 from agent_trainer.tiny import build_tiny_tokenizer
 from tests.agent_trainer.fakes import ScriptedEnv
 
