@@ -1,6 +1,7 @@
 """cuda_gym: a Gymnasium environment in which LLM agents write and optimise CUDA kernels.
 
-Importing the package registers `CudaKernel-v0`::
+Importing the package registers `CudaKernel-v0` (and `CudaKernelSingleTurn-v0`, one reply
+judged once)::
 
     import gymnasium as gym
     import cuda_gym
@@ -24,12 +25,20 @@ from cuda_gym.tools import tool_schemas
 __version__ = "0.1.0"
 
 ENV_ID = "CudaKernel-v0"
+SINGLE_TURN_ENV_ID = "CudaKernelSingleTurn-v0"
 
 if ENV_ID not in gym.registry:
     gym.register(id=ENV_ID, entry_point="cuda_gym.env:CudaKernelEnv", nondeterministic=True)
+if SINGLE_TURN_ENV_ID not in gym.registry:
+    gym.register(
+        id=SINGLE_TURN_ENV_ID,
+        entry_point="cuda_gym.single_turn:CudaKernelSingleTurnEnv",
+        nondeterministic=True,
+    )
 
 __all__ = [
     "ENV_ID",
+    "SINGLE_TURN_ENV_ID",
     "CudaKernelEnv",
     "EnvConfig",
     "Judge",

@@ -1,0 +1,15 @@
+"""agent_trainer: train kernel-writing agents on CudaKernel-v0 with OpenRLHF, through the Gym API.
+
+    python -m agent_trainer pipeline --config agent_trainer/recipes/one_gpu.yaml --dry-run
+
+The episode runner (`run_episode`) is framework-free; `agent_trainer.openrlhf_agent` holds the
+OpenRLHF AgentExecutor (imported only where OpenRLHF is installed).
+"""
+
+from agent_trainer.config import AgentConfig, RunnerConfig
+from agent_trainer.episode import LOG_KEYS, Episode, Generation
+from agent_trainer.runner import run_episode
+
+__version__ = "0.1.0"
+
+__all__ = ["LOG_KEYS", "AgentConfig", "Episode", "Generation", "RunnerConfig", "run_episode"]
