@@ -47,6 +47,9 @@ class JudgeConfig:
         cache_dir: Where builds and baseline timings are cached; None uses default_cache_dir().
         cuda_flags: Extra nvcc flags for kernels/*.cu.
         cxx_flags: Extra C++ compiler flags for kernels/*.cpp.
+        fast_worker_start: Fork candidate and reference workers from a warm process that has
+            already imported torch (cuda_gym.runtime.zygote) instead of starting Python afresh;
+            each worker is still its own process, session and process group.
     """
 
     device: str = "cpu"
@@ -64,6 +67,7 @@ class JudgeConfig:
     cache_dir: Path | None = None
     cuda_flags: tuple[str, ...] = ("-O3",)
     cxx_flags: tuple[str, ...] = ("-O3",)
+    fast_worker_start: bool = True
 
     def __post_init__(self) -> None:
         if self.device not in ("cuda", "cpu"):

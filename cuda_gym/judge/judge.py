@@ -31,12 +31,16 @@ from cuda_gym.judge.static_checks import (
 )
 from cuda_gym.judge.verdict import BuildResult, Verdict, compute_reward
 from cuda_gym.runtime import python_child_env, run_process
+from cuda_gym.runtime.zygote import shared_launcher
 from cuda_gym.tasks import Task
 
 logger = logging.getLogger(__name__)
 
 SOLUTION_FILE = "model_new.py"
 KERNELS_DIR = "kernels"
+
+
+WORKER_PRELOAD = "cuda_gym.judge.worker:preload"
 
 
 class Judge:
@@ -394,15 +398,26 @@ class Judge:
             task_path = work / "reference_task.py"
             task_path.write_text(task.source)
             request["task_path"] = str(task_path)
-        env = python_child_env()
+        base_env = python_child_env()
+        env = dict(base_env)
         env.setdefault("TORCH_EXTENSIONS_DIR", str(self.config.resolved_cache_dir / "inline"))
-        proc = run_process(
-            [sys.executable, "-m", "cuda_gym.judge.worker", role],
-            timeout_s=timeout_s,
-            cwd=work,
-            env=env,
-            stdin_data=json.dumps(request).encode(),
-        )
+        if self.config.fast_worker_start:
+            proc = shared_launcher(base_env, WORKER_PRELOAD).run(
+                "cuda_gym.judge.worker",
+                [role],
+                timeout_s=timeout_s,
+                cwd=work,
+                env=env,
+                stdin_data=json.dumps(request).encode(),
+            )
+        else:
+            proc = run_process(
+                [sys.executable, "-m", "cuda_gym.judge.worker", role],
+                timeout_s=timeout_s,
+                cwd=work,
+                env=env,
+                stdin_data=json.dumps(request).encode(),
+            )
         stage_file = result_path.with_suffix(".stage")
         stage = stage_file.read_text() if stage_file.exists() else "start"
         result = json.loads(result_path.read_text()) if result_path.exists() else None

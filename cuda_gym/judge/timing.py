@@ -205,18 +205,22 @@ def profile_table(
         "vendor_ms", "own_share", "foreign": [top non-own kernel names]} (None on the CPU or
         when the profiler saw no kernels).
     """
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     calls = [_clone(inputs) for _ in range(runs)]
     activities = [ProfilerActivity.CPU]
     if device == "cuda":
         activities.append(ProfilerActivity.CUDA)
         torch.cuda.synchronize()
-    # No record_function range around the calls: on CUDA it becomes a GPU-side annotation
-    # whose span would be summed with the kernels inside it.
     with profile(activities=activities) as prof:
         for args in calls:
-            fn(*args)
+            if device == "cuda":
+                # No record_function range here: on CUDA it becomes a GPU-side annotation
+                # whose span would be summed with the kernels inside it.
+                fn(*args)
+            else:
+                with record_function("ModelNew.forward (whole call)"):
+                    fn(*args)
         if device == "cuda":
             torch.cuda.synchronize()
     rows = []
@@ -229,7 +233,7 @@ def profile_table(
             total_us = evt.self_cpu_time_total
             if total_us <= 0:
                 continue
-        if evt.key.startswith("ProfilerStep") or evt.key == "ModelNew.forward (whole call)":
+        if device == "cuda" and evt.key == "ModelNew.forward (whole call)":
             continue
         rows.append((evt.key, evt.count, total_us / 1e3))
     if not rows:

@@ -531,6 +531,29 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
     rep.finish(result)
 
 
+def preload() -> None:
+    """Import what every role needs, for the zygote (cuda_gym.runtime.zygote) to fork from.
+
+    Imports only: no tensor work and no CUDA (forking after CUDA initialisation is unsafe, and
+    a CPU op could start OpenMP threads that a forked child would not have).
+    """
+    import torch
+
+    # What PyTorch imports lazily the first time an operator is dispatched under a Python
+    # dispatch mode or compiled (seconds on a cold process).
+    import torch._dynamo  # noqa: F401
+    import torch._higher_order_ops  # noqa: F401
+    import torch.fx.experimental.symbolic_shapes  # noqa: F401
+    import torch.profiler  # noqa: F401
+    import torch.utils.cpp_extension  # noqa: F401
+    from torch.utils._python_dispatch import TorchDispatchMode  # noqa: F401
+
+    from cuda_gym.judge import compare, fallback, inputs, output_checks, timing  # noqa: F401
+
+    with fallback.FallbackBan(False):
+        torch.empty(0)
+
+
 def main() -> None:
     """Entry point: `python -m cuda_gym.judge.worker ROLE < request.json`.
 

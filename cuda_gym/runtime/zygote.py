@@ -1,0 +1,329 @@
+"""Start worker processes fast: fork them from a warm process that has already imported torch.
+
+A judge worker spends seconds importing torch and the modules PyTorch loads the first time a
+dispatch mode is entered, before it does any work. The zygote is a long-lived child that pays
+this once: it imports those modules (never touching the GPU: no CUDA context exists in it) and
+then forks one process per request. Each forked worker is a fresh process as far as the
+candidate can tell: its own session and process group, its own working directory, environment
+and standard streams, nothing shared with the judge but copy-on-write pages of imported code.
+CUDA is initialised in the forked child, never in the zygote, so forking is safe.
+
+`ZygoteLauncher.run` has the contract of `run_process` (timeouts kill the whole process group,
+output is bounded, a ProcessResult is returned) and falls back to `run_process` whenever the
+zygote cannot serve (not started, died, refused), so a broken zygote costs speed, never results.
+
+Protocol (JSON lines): the client writes requests {"id", "module", "args", "cwd", "env",
+"stdin", "stdout", "stderr"} to the zygote's standard input; the zygote answers
+{"id", "pid"} once forked and {"exit": pid, "code": returncode} when it has reaped a child.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from cuda_gym.runtime.process import (
+    DEFAULT_MAX_OUTPUT_CHARS,
+    ProcessResult,
+    _kill_group,
+    _read_bounded,
+    run_process,
+)
+
+logger = logging.getLogger(__name__)
+
+READY = "zygote-ready"
+START_TIMEOUT_S = 120.0
+FORK_REPLY_TIMEOUT_S = 30.0
+POLL_S = 0.02
+
+
+# -- the zygote process -------------------------------------------------------------------------
+
+
+def _serve(preload: str | None) -> None:
+    """Zygote main loop: fork a worker per request line, report pids and exit codes."""
+    if preload:
+        module, _, func = preload.partition(":")
+        getattr(__import__(module, fromlist=[func]), func)()
+    out = sys.stdout
+    out.write(READY + "\n")
+    out.flush()
+    children: set[int] = set()
+    buffer = b""
+    stdin_fd = sys.stdin.fileno()
+    try:
+        while True:
+            ready, _, _ = select.select([stdin_fd], [], [], POLL_S)
+            if ready:
+                chunk = os.read(stdin_fd, 65536)
+                if not chunk:
+                    return  # the client is gone
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    request = json.loads(line)
+                    pid = _fork_worker(request)
+                    children.add(pid)
+                    out.write(json.dumps({"id": request["id"], "pid": pid}) + "\n")
+                    out.flush()
+            for pid in list(children):
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    children.discard(pid)
+                    code = os.waitstatus_to_exitcode(status)
+                    out.write(json.dumps({"exit": pid, "code": code}) + "\n")
+                    out.flush()
+    finally:
+        for pid in children:
+            _kill_group(pid)
+
+
+def _fork_worker(request: dict) -> int:
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        os.setsid()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd, path, flags in (
+            (0, request["stdin"], os.O_RDONLY),
+            (1, request["stdout"], os.O_WRONLY | os.O_TRUNC),
+            (2, request["stderr"], os.O_WRONLY | os.O_TRUNC),
+        ):
+            target = os.open(path, flags)
+            os.dup2(target, fd)
+            os.close(target)
+        os.closerange(3, 65536)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own streams
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        import runpy
+
+        sys.argv = [request["module"], *request["args"]]
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # report like an uncaught exception in a normal interpreter
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+# -- the client -----------------------------------------------------------------------------------
+
+
+class ZygoteLauncher:
+    """Runs `python -m MODULE ARGS` processes forked from a warm zygote (thread-safe)."""
+
+    def __init__(self, env: Mapping[str, str], preload: str | None = None) -> None:
+        self.env = dict(env)
+        self.preload = preload
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._proc: subprocess.Popen | None = None
+        self._ids = itertools.count()
+        self._pids: dict[int, int] = {}
+        self._exits: dict[int, int] = {}
+        self._broken = False
+        self._log = None
+
+    # life cycle
+
+    def _start(self) -> bool:
+        """Start the zygote if needed (lock held); False when it cannot serve."""
+        if self._proc is not None and self._proc.poll() is None:
+            return True
+        if self._broken:
+            return False
+        self._log = tempfile.TemporaryFile()
+        args = [sys.executable, "-m", "cuda_gym.runtime.zygote"]
+        if self.preload:
+            args.append(self.preload)
+        try:
+            proc = subprocess.Popen(
+                args,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._log,
+                env=self.env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            logger.warning("zygote could not start (%s); workers start the slow way", exc)
+            self._broken = True
+            return False
+        ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
+        line = proc.stdout.readline().decode(errors="replace").strip() if ready else ""
+        if line != READY:
+            _kill_group(proc.pid)
+            proc.wait()
+            self._log.seek(0)
+            logger.warning(
+                "zygote failed to start; workers start the slow way:\n%s",
+                self._log.read().decode(errors="replace")[-2000:],
+            )
+            self._broken = True
+            return False
+        self._proc = proc
+        self._pids.clear()
+        self._exits.clear()
+        threading.Thread(target=self._read_replies, args=(proc,), daemon=True).start()
+        return True
+
+    def _read_replies(self, proc: subprocess.Popen) -> None:
+        for raw in proc.stdout:
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                continue
+            with self._cond:
+                if "pid" in msg:
+                    self._pids[msg["id"]] = msg["pid"]
+                elif "exit" in msg:
+                    self._exits[msg["exit"]] = msg["code"]
+                self._cond.notify_all()
+        with self._cond:  # EOF: the zygote died; wake every waiter
+            if self._proc is proc:
+                self._proc = None
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """Stop the zygote (its running children's process groups are killed)."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is not None:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc.pid)
+                proc.wait()
+
+    # running
+
+    def run(
+        self,
+        module: str,
+        args: Sequence[str],
+        *,
+        timeout_s: float,
+        cwd: str | os.PathLike,
+        env: Mapping[str, str],
+        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        stdin_data: bytes | None = None,
+    ) -> ProcessResult:
+        """Like `run_process([python, -m, module, *args], ...)`, forked from the zygote."""
+        with tempfile.TemporaryDirectory(prefix="cuda_gym_zygote_") as tmp:
+            paths = {name: Path(tmp, name) for name in ("stdin", "stdout", "stderr")}
+            paths["stdin"].write_bytes(stdin_data or b"")
+            paths["stdout"].touch()
+            paths["stderr"].touch()
+            request = {
+                "module": module,
+                "args": list(args),
+                "cwd": str(cwd),
+                "env": dict(env),
+                **{k: str(v) for k, v in paths.items()},
+            }
+            start = time.monotonic()
+            pid = self._fork(request)
+            if pid is None:
+                return run_process(
+                    [sys.executable, "-m", module, *args],
+                    timeout_s=timeout_s,
+                    cwd=cwd,
+                    env=env,
+                    max_output_chars=max_output_chars,
+                    stdin_data=stdin_data,
+                )
+            returncode, timed_out = self._wait(pid, start + timeout_s)
+            duration_s = time.monotonic() - start
+            with open(paths["stdout"], "rb") as out, open(paths["stderr"], "rb") as err:
+                return ProcessResult(
+                    returncode=returncode,
+                    stdout=_read_bounded(out, max_output_chars),
+                    stderr=_read_bounded(err, max_output_chars),
+                    timed_out=timed_out,
+                    duration_s=duration_s,
+                )
+
+    def _fork(self, request: dict) -> int | None:
+        with self._cond:
+            if not self._start():
+                return None
+            request["id"] = next(self._ids)
+            try:
+                self._proc.stdin.write((json.dumps(request) + "\n").encode())
+                self._proc.stdin.flush()
+            except (OSError, ValueError):
+                return None
+            deadline = time.monotonic() + FORK_REPLY_TIMEOUT_S
+            while request["id"] not in self._pids:
+                left = deadline - time.monotonic()
+                if self._proc is None or left <= 0:
+                    return None
+                self._cond.wait(left)
+            return self._pids.pop(request["id"])
+
+    def _wait(self, pid: int, deadline: float) -> tuple[int, bool]:
+        """Wait for the exit of `pid`; kill its process group at the deadline."""
+        timed_out = False
+        with self._cond:
+            while pid not in self._exits:
+                if self._proc is None:  # the zygote died and cannot reap: kill and give up
+                    _kill_group(pid)
+                    return -signal.SIGKILL, timed_out
+                left = deadline - time.monotonic()
+                if left <= 0 and not timed_out:
+                    timed_out = True
+                    _kill_group(pid)
+                self._cond.wait(max(left, 0.5) if not timed_out else 1.0)
+            code = self._exits.pop(pid)
+        # Reap anything the worker left behind in its group (ninja jobs, spawned helpers).
+        _kill_group(pid)
+        return code, timed_out
+
+
+_shared: dict[tuple, ZygoteLauncher] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_launcher(env: Mapping[str, str], preload: str | None = None) -> ZygoteLauncher:
+    """One launcher per (environment, preload) in this process, shared by every judge."""
+    key = (tuple(sorted(env.items())), preload)
+    with _shared_lock:
+        launcher = _shared.get(key)
+        if launcher is None:
+            launcher = _shared[key] = ZygoteLauncher(env, preload)
+        return launcher
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1] if len(sys.argv) > 1 else None)

@@ -1,0 +1,102 @@
+"""The zygote launcher: same contract as run_process, failures contained, fallback when broken."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from cuda_gym.runtime import python_child_env
+from cuda_gym.runtime.zygote import ZygoteLauncher
+
+CHILD = "tests.runtime.zygote_child"
+
+
+@pytest.fixture(scope="module")
+def launcher():
+    launcher = ZygoteLauncher(python_child_env())
+    yield launcher
+    launcher.close()
+
+
+def _run(launcher, action, tmp_path, timeout_s=30.0, **kw):
+    env = dict(python_child_env(), ZYGOTE_TEST_X="42")
+    return launcher.run(CHILD, [action], timeout_s=timeout_s, cwd=tmp_path, env=env, **kw)
+
+
+def test_stdin_cwd_env_and_streams_reach_the_worker(launcher, tmp_path):
+    proc = _run(launcher, "echo", tmp_path, stdin_data=b"hello")
+    assert proc.ok, proc.stderr
+    assert proc.stdout.strip() == f"stdin=hello cwd={tmp_path} x=42"
+    assert proc.stderr.strip() == "to stderr"
+
+
+def test_exit_status_signal_and_exception(launcher, tmp_path):
+    assert _run(launcher, "exit3", tmp_path).returncode == 3
+    segv = _run(launcher, "segv", tmp_path)
+    assert segv.returncode == -signal.SIGSEGV and segv.signal_name == "SIGSEGV"
+    raised = _run(launcher, "raise", tmp_path)
+    assert raised.returncode == 1 and "boom from the worker" in raised.stderr
+
+
+def test_timeout_kills_the_group_and_the_next_run_works(launcher, tmp_path):
+    start = time.monotonic()
+    proc = _run(launcher, "sleep", tmp_path, timeout_s=1.0)
+    assert proc.timed_out and not proc.ok and time.monotonic() - start < 10
+    assert _run(launcher, "echo", tmp_path, stdin_data=b"again").ok
+
+
+def test_grandchildren_are_killed_with_the_worker(launcher, tmp_path):
+    proc = _run(launcher, "grandchild", tmp_path)
+    assert proc.ok
+    pid = int(proc.stdout.split()[0])
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the worker's grandchild outlived it")
+
+
+def test_concurrent_runs_from_threads(launcher, tmp_path):
+    results = []
+
+    def one(i):
+        work = tmp_path / str(i)
+        work.mkdir()
+        results.append(_run(launcher, "echo", work, stdin_data=str(i).encode()))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 8 and all(r.ok for r in results)
+    assert sorted(r.stdout.split()[0] for r in results) == [f"stdin={i}" for i in range(8)]
+
+
+def test_a_preloaded_zygote_runs_torch_in_its_children(tmp_path):
+    warm = ZygoteLauncher(python_child_env(), preload="cuda_gym.judge.worker:preload")
+    try:
+        proc = _run(warm, "torch", tmp_path)
+        assert proc.ok, proc.stderr
+        assert float(proc.stdout) == 999000.0
+    finally:
+        warm.close()
+
+
+def test_a_dead_zygote_is_restarted(launcher, tmp_path):
+    assert _run(launcher, "echo", tmp_path).ok
+    os.killpg(launcher._proc.pid, signal.SIGKILL)
+    time.sleep(0.5)
+    assert _run(launcher, "echo", tmp_path, stdin_data=b"after").stdout.startswith("stdin=after")
+
+
+def test_a_zygote_that_cannot_start_falls_back_to_plain_processes(tmp_path):
+    broken = ZygoteLauncher(python_child_env(), preload="no_such_module:nothing")
+    proc = _run(broken, "echo", tmp_path, stdin_data=b"slow way")
+    assert proc.ok and proc.stdout.startswith("stdin=slow way")
+    assert broken._broken
