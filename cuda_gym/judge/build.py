@@ -3,10 +3,18 @@
 The build runs in a child process (`cuda_gym.judge.worker build`) with a timeout. Its key
 covers every source and header, the flags, the device, the torch version and the toolchain, so
 an identical workspace in any episode or process reuses the finished build.
+
+Builds that miss the cache are incremental: they run in one of a few persistent work
+directories per "lineage" (the same file names, flags and toolchain), where only files whose
+bytes changed are rewritten, so ninja recompiles just the edited compilation units (and those
+including an edited header) and relinks. An edit to the kernel file leaves the binding's object,
+compiled against the full torch headers, as it was. The finished library is then copied into
+the content-keyed cache.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import hashlib
@@ -28,6 +36,7 @@ MODULE_NAME = "kernels_ext"
 CUDA_UNITS = (".cu", ".cpp")
 CPU_UNITS = (".cpp",)
 HEADERS = (".cuh", ".h", ".hpp", ".inl")
+INCREMENTAL_SLOTS = 4
 MAX_ERROR_LINES = 30
 MAX_ERROR_CHARS = 3000
 _ERROR_LINE = re.compile(r"(\berror\b|\bundefined reference\b|\bFAILED:)", re.IGNORECASE)
@@ -69,6 +78,68 @@ def build_key(files: dict[str, bytes], device: str, flags: dict, arch: str | Non
     for rel in sorted(files):
         h.update(rel.encode() + b"\0" + hashlib.sha256(files[rel]).digest())
     return h.hexdigest()
+
+
+def lineage_key(names: list[str], device: str, flags: dict, arch: str | None) -> str:
+    """Key of the work directories a build may reuse: file names, flags, device, toolchain."""
+    payload = [device, flags, arch, toolchain_id(device), sorted(names)]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _manifest(slot: Path) -> dict[str, str]:
+    try:
+        return json.loads((slot / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+@contextlib.contextmanager
+def incremental_slot(root: Path, files: dict[str, bytes]):
+    """Lock and yield the work directory of this lineage whose sources match `files` best.
+
+    Up to INCREMENTAL_SLOTS directories exist per lineage so that concurrent builds do not wait
+    for each other; a build waits only when every slot is busy.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    digests = {r: hashlib.sha256(b).hexdigest() for r, b in files.items()}
+    ranked = sorted(
+        range(INCREMENTAL_SLOTS),
+        key=lambda i: -sum(_manifest(root / f"slot{i}").get(r) == d for r, d in digests.items()),
+    )
+    for blocking in (False, True):
+        for i in ranked if not blocking else ranked[:1]:
+            lock = open(root / f"slot{i}.lock", "w")  # noqa: SIM115 - held across the yield
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            except BlockingIOError:
+                lock.close()
+                continue
+            try:
+                yield root / f"slot{i}"
+            finally:
+                lock.close()
+            return
+
+
+def _sync_sources(src_dir: Path, files: dict[str, bytes]) -> int:
+    """Make src_dir hold exactly `files`, touching only files whose bytes differ.
+
+    Returns:
+        How many files were written.
+    """
+    written = 0
+    for r, data in files.items():
+        path = src_dir / r
+        if path.is_file() and path.read_bytes() == data:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        written += 1
+    for path in sorted(src_dir.rglob("*"), reverse=True):
+        rel = str(path.relative_to(src_dir))
+        if path.is_file() and rel not in files:
+            path.unlink()
+    return written
 
 
 def first_errors(log: str, src_dir: str) -> str:
@@ -139,49 +210,32 @@ def build_kernels(kernels_dir: Path, config: JudgeConfig, arch: str | None = Non
             )
         if build_dir.exists():
             shutil.rmtree(build_dir)
-        src_dir = build_dir / "src"
-        src_dir.mkdir(parents=True)
-        for r, data in files.items():
-            (src_dir / r).parent.mkdir(parents=True, exist_ok=True)
-            (src_dir / r).write_bytes(data)
-        result_path = build_dir / "result.json"
-        request = {
-            "name": MODULE_NAME,
-            "sources": [str(src_dir / str(p.relative_to(kernels_dir))) for p in compile_units],
-            "build_dir": str(build_dir),
-            "cxx_flags": cxx,
-            "cuda_flags": flags["cuda"],
-            "ld_flags": ld,
-            "result_path": str(result_path),
-        }
-        env = python_child_env(LC_ALL="C", LANG="C")
-        env.setdefault("MAX_JOBS", str(max(1, os.cpu_count() or 1)))
-        if arch and "TORCH_CUDA_ARCH_LIST" not in os.environ:
-            env["TORCH_CUDA_ARCH_LIST"] = arch
-        proc = run_process(
-            [sys.executable, "-m", "cuda_gym.judge.worker", "build"],
-            timeout_s=config.build_timeout_s,
-            cwd=build_dir,
-            env=env,
-            stdin_data=json.dumps(request).encode(),
-        )
-        log = (proc.stdout + "\n" + proc.stderr).strip()
-        if not result_path.exists() and not (proc.timed_out or proc.signal_name):
-            raise WorkerError(f"the build worker failed to start: {log[-2000:]}")
-        ok = proc.ok and result_path.exists() and json.loads(result_path.read_text()).get("ok")
-        if not ok:
-            if proc.timed_out or proc.signal_name:
-                errors = f"The build {proc.describe_failure(config.build_timeout_s)}."
-            else:
-                errors = first_errors(log, str(src_dir))
-            return BuildResult(
-                ok=False,
-                module_dir=None,
-                log=log[-20000:],
-                errors=errors,
-                duration_s=time.monotonic() - start,
-                sources=tuple(rel),
+        lineage = lineage_key(list(files), config.device, flags, arch)
+        with incremental_slot(config.resolved_cache_dir / "incremental" / lineage, files) as slot:
+            src_dir = slot / "src"
+            work_dir = slot / "build"
+            src_dir.mkdir(parents=True, exist_ok=True)
+            work_dir.mkdir(parents=True, exist_ok=True)
+            _sync_sources(src_dir, files)
+            (slot / "manifest.json").write_text(
+                json.dumps({r: hashlib.sha256(b).hexdigest() for r, b in files.items()})
             )
+            failure, log = _run_build_worker(
+                src_dir, work_dir, kernels_dir, compile_units, flags, arch, config
+            )
+            if failure is not None:
+                return BuildResult(
+                    ok=False,
+                    module_dir=None,
+                    log=log[-20000:],
+                    errors=failure,
+                    duration_s=time.monotonic() - start,
+                    sources=tuple(rel),
+                )
+            build_dir.mkdir(parents=True)
+            tmp = build_dir / f".{MODULE_NAME}.so.tmp"
+            shutil.copyfile(work_dir / f"{MODULE_NAME}.so", tmp)
+            tmp.replace(so_path)
         done_marker.write_text(key)
         return BuildResult(
             ok=True,
@@ -190,3 +244,46 @@ def build_kernels(kernels_dir: Path, config: JudgeConfig, arch: str | None = Non
             duration_s=time.monotonic() - start,
             sources=tuple(rel),
         )
+
+
+def _run_build_worker(
+    src_dir: Path,
+    work_dir: Path,
+    kernels_dir: Path,
+    compile_units: list[Path],
+    flags: dict,
+    arch: str | None,
+    config: JudgeConfig,
+) -> tuple[str | None, str]:
+    """Build in work_dir with ninja (incrementally); return (errors or None, compiler log)."""
+    result_path = work_dir / "result.json"
+    result_path.unlink(missing_ok=True)
+    request = {
+        "name": MODULE_NAME,
+        "sources": [str(src_dir / str(p.relative_to(kernels_dir))) for p in compile_units],
+        "build_dir": str(work_dir),
+        "cxx_flags": flags["cxx"],
+        "cuda_flags": flags["cuda"],
+        "ld_flags": flags["ld"],
+        "result_path": str(result_path),
+    }
+    env = python_child_env(LC_ALL="C", LANG="C")
+    env.setdefault("MAX_JOBS", str(max(1, os.cpu_count() or 1)))
+    if arch and "TORCH_CUDA_ARCH_LIST" not in os.environ:
+        env["TORCH_CUDA_ARCH_LIST"] = arch
+    proc = run_process(
+        [sys.executable, "-m", "cuda_gym.judge.worker", "build"],
+        timeout_s=config.build_timeout_s,
+        cwd=work_dir,
+        env=env,
+        stdin_data=json.dumps(request).encode(),
+    )
+    log = (proc.stdout + "\n" + proc.stderr).strip()
+    if not result_path.exists() and not (proc.timed_out or proc.signal_name):
+        raise WorkerError(f"the build worker failed to start: {log[-2000:]}")
+    ok = proc.ok and result_path.exists() and json.loads(result_path.read_text()).get("ok")
+    if ok:
+        return None, log
+    if proc.timed_out or proc.signal_name:
+        return f"The build {proc.describe_failure(config.build_timeout_s)}.", log
+    return first_errors(log, str(src_dir)), log
