@@ -78,8 +78,9 @@ def solution_calls(action: Any) -> tuple[list[dict], list[str]]:
         blocks = _PYTHON_BLOCK.findall(action)
         if blocks:
             content = blocks[-1]
-            calls.append({"name": "write_file",
-                          "arguments": {"path": "model_new.py", "content": content}})
+            calls.append(
+                {"name": "write_file", "arguments": {"path": "model_new.py", "content": content}}
+            )
     if not calls:
         problems.append("The reply holds no write_file/edit_file call and no ```python block.")
     return calls, problems
