@@ -9,6 +9,8 @@ judged once)::
     env = gym.make("CudaKernel-v0", device="auto")
 
 `gym.make("cuda_gym:CudaKernel-v0")` imports the package itself (useful in fresh workers).
+`gym.make_vec("CudaKernel-v0", num_envs=N, vectorization_mode="vector_entry_point")` gives a
+ThreadVectorEnv: N episodes stepped concurrently on threads.
 """
 
 from __future__ import annotations
@@ -28,7 +30,12 @@ ENV_ID = "CudaKernel-v0"
 SINGLE_TURN_ENV_ID = "CudaKernelSingleTurn-v0"
 
 if ENV_ID not in gym.registry:
-    gym.register(id=ENV_ID, entry_point="cuda_gym.env:CudaKernelEnv", nondeterministic=True)
+    gym.register(
+        id=ENV_ID,
+        entry_point="cuda_gym.env:CudaKernelEnv",
+        vector_entry_point="cuda_gym.vector:ThreadVectorEnv",
+        nondeterministic=True,
+    )
 if SINGLE_TURN_ENV_ID not in gym.registry:
     gym.register(
         id=SINGLE_TURN_ENV_ID,

@@ -33,6 +33,11 @@ class EnvConfig:
         judge: Full judge configuration; overrides `tolerance_mode` when given. Its device is
             set from `device`.
         workspace_dir: Parent directory for episode workspaces (default: system temp dir).
+        timed_judge_slots: Timed judgements (profile, submit, judging on truncation) that may
+            run at once in this process, shared by every env with the same slot settings;
+            None: one per device (runtime/slots.py).
+        untimed_judge_slots: Untimed judge calls (compile, run) that may run at once in this
+            process; None: sized from the device (4 per GPU, one per CPU core).
     """
 
     device: str = "auto"
@@ -47,6 +52,8 @@ class EnvConfig:
     tolerance_mode: str = "strict"
     judge: JudgeConfig | None = None
     workspace_dir: str | None = None
+    timed_judge_slots: int | None = None
+    untimed_judge_slots: int | None = None
 
     def __post_init__(self) -> None:
         if self.device not in ("auto", "cuda", "cpu"):
@@ -59,6 +66,12 @@ class EnvConfig:
             raise ConfigError("max_invalid_actions must be at least 1")
         if self.max_observation_chars < 1000:
             raise ConfigError("max_observation_chars must be at least 1000")
+        for name in ("timed_judge_slots", "untimed_judge_slots"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ConfigError(f"{name} must be a positive integer or None, got {value!r}")
         if self.task_ids is not None:
             if isinstance(self.task_ids, str) or not self.task_ids:
                 raise ConfigError("task_ids must be a non-empty tuple of task ids")

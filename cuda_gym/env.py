@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import gymnasium as gym
@@ -15,6 +17,7 @@ from cuda_gym.config import EnvConfig
 from cuda_gym.errors import EnvStateError, UnknownTaskError
 from cuda_gym.judge import Judge, Verdict
 from cuda_gym.judge.device import resolve_device
+from cuda_gym.runtime.slots import SlotSizes, default_slot_sizes, judge_slots
 from cuda_gym.skills import skills_for_device
 from cuda_gym.spaces import AgentText
 from cuda_gym.tasks import Task, load_task, resolve_task_source
@@ -65,8 +68,16 @@ class CudaKernelEnv(gym.Env[str, Any]):
     `turn`, `task_id`, `device`, `elapsed_s`, `tool_calls` (parsed), `tool_results` (structured
     results per call), `messages` (OpenAI-format tool messages), `parse_errors`,
     `invalid_action`, `invalid_action_count`, `timings` (seconds per tool this step),
-    `stop_reason`, `best` (best judged state so far), and at the end `reward_components` and
-    `verdict`. At reset: `task_id`, `task_hash`, `device`, `tools` (OpenAI schemas), `skills`.
+    `stop_reason`, `best` (best judged state so far), `judge_wait_s` (seconds this step waited
+    for a judge slot), and at the end `reward_components` and `verdict`. At reset: `task_id`,
+    `task_hash`, `device`, `tools` (OpenAI schemas), `skills`.
+
+    ## Concurrency
+    Many envs may share one process: each has its own lock and, for `areset`/`astep`, its own
+    worker thread, so a slow judge call in one env never delays another env's file tools.
+    Judge calls of all envs in a process share `timed_judge_slots` and `untimed_judge_slots`
+    (runtime/slots.py). `gym.make_vec("CudaKernel-v0", num_envs=N,
+    vectorization_mode="vector_entry_point")` steps N envs on a thread pool (vector.py).
 
     ## Arguments
     `config` (an `EnvConfig`) and/or any EnvConfig field by name, e.g.
@@ -88,6 +99,7 @@ class CudaKernelEnv(gym.Env[str, Any]):
         self.render_mode = render_mode
         self.device = resolve_device(self.config.device)
         self.judge = Judge(self.config.judge_config(self.device))
+        self.slots = judge_slots(self.device, self._slot_sizes())
         self.skills = {s.name: s for s in skills_for_device(self.device)}
         self.action_space = AgentText(MAX_ACTION_CHARS)
         self.observation_space = AgentText(self.config.max_observation_chars + 2000)
@@ -96,6 +108,7 @@ class CudaKernelEnv(gym.Env[str, Any]):
             None if self._fixed_task else resolve_task_source(self.config.task_source, self.device)
         )
         self._lock = threading.RLock()
+        self._executor: ThreadPoolExecutor | None = None
         self._workspace: Workspace | None = None
         self._ctx: ToolContext | None = None
         self._task: Task | None = None
@@ -123,6 +136,7 @@ class CudaKernelEnv(gym.Env[str, Any]):
                 judge=self.judge,
                 skills=self.skills,
                 max_output_chars=self.config.max_observation_chars,
+                slots=self.slots,
             )
             self._turn = 0
             self._invalid = 0
@@ -180,9 +194,11 @@ class CudaKernelEnv(gym.Env[str, Any]):
             final: Verdict | None = next(
                 (r.verdict for r in results if r.ends_episode and r.verdict), None
             )
+            truncation_wait: dict = {}
             if truncated and self.config.judge_on_truncation:
                 self._workspace.restore_protected()
-                final = self.judge.evaluate(self._task, self._workspace.root, timing=True)
+                with self._ctx.judge_slot(timed=True, data=truncation_wait):
+                    final = self.judge.evaluate(self._task, self._workspace.root, timing=True)
                 self._track_best(final)
                 sections.append(
                     f"Episode truncated ({stop_reason}); the workspace as it stands was judged: "
@@ -196,6 +212,11 @@ class CudaKernelEnv(gym.Env[str, Any]):
             obs = truncate_text("\n\n".join(sections), self.config.max_observation_chars)
             self._last_obs = obs
             info = self._step_info(parsed, results, invalid, stop_reason, final)
+            info["judge_wait_s"] = round(
+                sum(r.data.get("judge_wait_s", 0.0) for r in results)
+                + truncation_wait.get("judge_wait_s", 0.0),
+                4,
+            )
             if self.render_mode == "human":
                 self.render()
             return obs, reward, terminated, truncated, info
@@ -203,12 +224,19 @@ class CudaKernelEnv(gym.Env[str, Any]):
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict]:
-        """`reset` in a worker thread, for asyncio rollout loops."""
-        return await asyncio.to_thread(self.reset, seed=seed, options=options)
+        """`reset` in this env's own worker thread, for asyncio rollout loops."""
+        call = functools.partial(self.reset, seed=seed, options=options)
+        return await asyncio.get_running_loop().run_in_executor(self._step_executor(), call)
 
     async def astep(self, action: Any) -> tuple[str, float, bool, bool, dict]:
-        """`step` in a worker thread, so slow tools do not block the event loop."""
-        return await asyncio.to_thread(self.step, action)
+        """`step` in this env's own worker thread, so slow tools do not block the event loop.
+
+        Each env has a thread of its own rather than a share of asyncio's default executor
+        (min(32, cores + 4) threads): with more envs than that, envs waiting for the judge
+        would otherwise hold every thread and stall other envs' cheap tools.
+        """
+        call = functools.partial(self.step, action)
+        return await asyncio.get_running_loop().run_in_executor(self._step_executor(), call)
 
     def render(self) -> str | None:
         """Return the last observation ("ansi"), or print it ("human")."""
@@ -218,9 +246,12 @@ class CudaKernelEnv(gym.Env[str, Any]):
         return self._last_obs
 
     def close(self) -> None:
-        """Delete the workspace; safe to call more than once."""
+        """Delete the workspace and stop the env's worker thread; safe to call more than once."""
         with self._lock:
             self._close_workspace()
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False)
         super().close()
 
     # -- internals ---------------------------------------------------------------------------
@@ -231,9 +262,28 @@ class CudaKernelEnv(gym.Env[str, Any]):
         return self._workspace
 
     @property
+    def last_observation(self) -> str:
+        """The observation returned by the last reset or step ("" before the first reset)."""
+        return self._last_obs
+
+    @property
     def task(self) -> Task | None:
         """The current episode's task."""
         return self._task
+
+    def _step_executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="cuda_gym_env")
+            return self._executor
+
+    def _slot_sizes(self) -> SlotSizes:
+        # The judge runs every child on the default GPU, so one device whatever the GPU count.
+        default = default_slot_sizes(self.device, gpu_count=1)
+        return SlotSizes(
+            timed=self.config.timed_judge_slots or default.timed,
+            untimed=self.config.untimed_judge_slots or default.untimed,
+        )
 
     def _close_workspace(self) -> None:
         if self._workspace is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from pathlib import Path
 
 from cuda_gym.judge.config import JudgeConfig
@@ -53,6 +54,7 @@ class JsonCache:
     def put(self, key: str, document: dict) -> None:
         """Store a document atomically (safe with concurrent writers)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.root / f".{key}.{os.getpid()}.tmp"
+        # Unique per process and thread: two envs of one process may store the same key at once.
+        tmp = self.root / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
         tmp.write_text(json.dumps(document, indent=1))
         tmp.replace(self.root / f"{key}.json")

@@ -24,6 +24,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -53,9 +54,17 @@ def kernel_sources(kernels_dir: Path) -> list[Path]:
     )
 
 
-@functools.lru_cache(maxsize=4)
+_TOOLCHAIN_LOCK = threading.Lock()
+
+
 def toolchain_id(device: str) -> str:
-    """Compiler versions and torch version that a build depends on."""
+    """Compiler versions and torch version that a build depends on (one probe per process)."""
+    with _TOOLCHAIN_LOCK:
+        return _toolchain_id(device)
+
+
+@functools.lru_cache(maxsize=4)
+def _toolchain_id(device: str) -> str:
     import torch
 
     parts = [torch.__version__, sys.version.split()[0]]
@@ -199,6 +208,8 @@ def build_kernels(kernels_dir: Path, config: JudgeConfig, arch: str | None = Non
     done_marker = build_dir / "BUILD_OK"
     build_dir.parent.mkdir(parents=True, exist_ok=True)
     with open(build_dir.parent / f"{key[:32]}.lock", "w") as lock:
+        # flock binds to this open file description: threads of one process exclude each other
+        # as well as processes, so one build per key runs and the others wait for its result.
         fcntl.flock(lock, fcntl.LOCK_EX)
         if done_marker.exists() and so_path.exists():
             return BuildResult(

@@ -10,6 +10,7 @@ import functools
 import json
 import platform
 import sys
+import threading
 from dataclasses import dataclass
 
 from cuda_gym.errors import DeviceUnavailableError
@@ -70,9 +71,20 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-@functools.lru_cache(maxsize=1)
+_PROBE_LOCK = threading.Lock()
+
+
 def cuda_probe() -> dict:
-    """Ask a child process whether CUDA works and what the GPU is (cached per process)."""
+    """Ask a child process whether CUDA works and what the GPU is (cached per process).
+
+    Envs created at once from many threads wait for one probe instead of each starting one.
+    """
+    with _PROBE_LOCK:
+        return _cuda_probe()
+
+
+@functools.lru_cache(maxsize=1)
+def _cuda_probe() -> dict:
     proc = run_process([sys.executable, "-c", _PROBE], timeout_s=120, env=python_child_env())
     if not proc.ok:
         return {"available": False, "error": proc.stderr[-2000:]}

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from cuda_gym.judge import Judge, Verdict
+from cuda_gym.runtime.slots import JudgeSlots
 from cuda_gym.skills import Skill
 from cuda_gym.tasks import Task
 from cuda_gym.workspace import Workspace
@@ -27,6 +29,7 @@ class ToolContext:
         judge: The judge for the device.
         skills: Skill documents by name.
         max_output_chars: Bound on the text a tool returns.
+        slots: The process-wide bound on concurrent judge calls (None: unbounded).
     """
 
     workspace: Workspace
@@ -34,6 +37,18 @@ class ToolContext:
     judge: Judge
     skills: dict[str, Skill]
     max_output_chars: int = 16_000
+    slots: JudgeSlots | None = None
+
+    @contextmanager
+    def judge_slot(self, *, timed: bool, data: dict) -> Iterator[None]:
+        """Hold a judge slot for the block; record the seconds waited as `data["judge_wait_s"]`."""
+        if self.slots is None:
+            data["judge_wait_s"] = 0.0
+            yield
+            return
+        with self.slots.hold(timed=timed) as waited:
+            data["judge_wait_s"] = round(waited, 4)
+            yield
 
 
 @dataclass

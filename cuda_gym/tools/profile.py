@@ -11,14 +11,16 @@ def profile_candidate(ctx: ToolContext, args: dict) -> ToolResult:
     """Time the candidate and the baselines and list its top kernels."""
     note_data: dict = {}
     note = restore_note(ctx, note_data)
-    verdict = ctx.judge.evaluate(ctx.task, ctx.workspace.root, timing=True, profile=True)
+    slot: dict = {}
+    with ctx.judge_slot(timed=True, data=slot):
+        verdict = ctx.judge.evaluate(ctx.task, ctx.workspace.root, timing=True, profile=True)
     parts = [note + correctness_text(verdict)]
     if verdict.stage == "done":
         parts.append(timing_text(verdict))
         if verdict.profile_table:
             parts.append("Top kernels/operators of the candidate:\n" + verdict.profile_table)
         parts.append(reward_text(verdict))
-    data = judge_data(verdict) | {"restored_files": note_data["restored_files"]}
+    data = judge_data(verdict) | {"restored_files": note_data["restored_files"]} | slot
     return ToolResult(
         "profile",
         ok=verdict.correct,

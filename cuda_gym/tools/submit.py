@@ -11,12 +11,14 @@ def submit(ctx: ToolContext, args: dict) -> ToolResult:
     """Judge the workspace as it stands and end the episode."""
     note_data: dict = {}
     note = restore_note(ctx, note_data)
-    verdict = ctx.judge.evaluate(ctx.task, ctx.workspace.root, timing=True)
+    slot: dict = {}
+    with ctx.judge_slot(timed=True, data=slot):
+        verdict = ctx.judge.evaluate(ctx.task, ctx.workspace.root, timing=True)
     parts = ["Submitted. Final judgement:", note + correctness_text(verdict)]
     if verdict.stage == "done":
         parts.append(timing_text(verdict))
     parts.append(reward_text(verdict))
-    data = judge_data(verdict) | {"restored_files": note_data["restored_files"]}
+    data = judge_data(verdict) | {"restored_files": note_data["restored_files"]} | slot
     return ToolResult(
         "submit",
         ok=verdict.correct,

@@ -36,8 +36,10 @@ def run_candidate(ctx: ToolContext, args: dict) -> ToolResult:
     """Check correctness only (no timing)."""
     note_data: dict = {}
     note = restore_note(ctx, note_data)
-    verdict = ctx.judge.evaluate(ctx.task, ctx.workspace.root, timing=False)
-    data = judge_data(verdict) | {"restored_files": note_data["restored_files"]}
+    slot: dict = {}
+    with ctx.judge_slot(timed=False, data=slot):
+        verdict = ctx.judge.evaluate(ctx.task, ctx.workspace.root, timing=False)
+    data = judge_data(verdict) | {"restored_files": note_data["restored_files"]} | slot
     return ToolResult(
         "run",
         ok=verdict.correct,

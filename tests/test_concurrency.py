@@ -1,0 +1,143 @@
+"""Many envs in one process: judge slots, and slow judge calls never holding up cheap tools."""
+
+import asyncio
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import gymnasium as gym
+import pytest
+
+import cuda_gym  # noqa: F401  (registers CudaKernel-v0)
+from cuda_gym.errors import ConfigError
+from cuda_gym.judge import Judge, JudgeConfig
+from cuda_gym.runtime.slots import JudgeSlots, SlotSizes, default_slot_sizes, judge_slots
+from cuda_gym.tasks import load_task
+from tests.solutions import TASK_ID
+
+# Hangs in pure Python inside ModelNew's constructor: the candidate process runs until the
+# judge's run_timeout_s kills it, with no kernel to build.
+HANGING_MODEL_NEW = """import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, hidden_size):
+        super().__init__()
+        while True:
+            pass
+"""
+
+
+def call(name, **arguments):
+    return {"name": name, "arguments": arguments}
+
+
+def test_slots_bound_concurrency_and_report_waits():
+    slots = JudgeSlots(SlotSizes(timed=2, untimed=3))
+    running = {True: 0, False: 0}
+    peak = {True: 0, False: 0}
+    waits = []
+    lock = threading.Lock()
+
+    def job(timed):
+        with slots.hold(timed=timed) as waited:
+            with lock:
+                running[timed] += 1
+                peak[timed] = max(peak[timed], running[timed])
+            time.sleep(0.05)
+            with lock:
+                running[timed] -= 1
+        waits.append(waited)
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(job, [True] * 8 + [False] * 8))
+    assert peak == {True: 2, False: 3}
+    assert max(waits) > 0 and min(waits) >= 0
+    assert slots.stats()["timed_running"] == 0 and slots.stats()["untimed_waiting"] == 0
+
+
+def test_slot_is_released_when_the_call_raises():
+    slots = JudgeSlots(SlotSizes(timed=1, untimed=1))
+    with pytest.raises(RuntimeError):
+        with slots.hold(timed=True):
+            raise RuntimeError("judge failed")
+    with slots.hold(timed=True) as waited:
+        assert waited < 1.0
+
+
+def test_envs_with_the_same_settings_share_one_limit():
+    assert judge_slots("cpu", SlotSizes(1, 2)) is judge_slots("cpu", SlotSizes(1, 2))
+    assert judge_slots("cpu", SlotSizes(1, 2)) is not judge_slots("cpu", SlotSizes(2, 2))
+    a = gym.make("CudaKernel-v0", device="cpu", task=TASK_ID, timed_judge_slots=3)
+    b = gym.make("CudaKernel-v0", device="cpu", task=TASK_ID, timed_judge_slots=3)
+    assert a.unwrapped.slots is b.unwrapped.slots
+    assert a.unwrapped.slots.sizes.timed == 3
+    assert default_slot_sizes("cuda", gpu_count=2) == SlotSizes(timed=2, untimed=8)
+    assert default_slot_sizes("cpu").timed == 1
+    a.close()
+    b.close()
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "2"])
+def test_bad_slot_settings_raise(value):
+    with pytest.raises(ConfigError, match="timed_judge_slots must be a positive integer"):
+        gym.make("CudaKernel-v0", device="cpu", task=TASK_ID, timed_judge_slots=value)
+
+
+def test_judge_wait_is_reported_in_info():
+    env = gym.make("CudaKernel-v0", device="cpu", task=TASK_ID)
+    env.reset(seed=0)
+    *_, info = env.step(call("list_files"))
+    assert info["judge_wait_s"] == 0.0
+    *_, info = env.step(call("run"))  # the template ModelNew raises: a quick failing judgement
+    assert info["tool_results"][0]["judge_wait_s"] >= 0.0
+    assert info["judge_wait_s"] == info["tool_results"][0]["judge_wait_s"]
+    env.close()
+
+
+def test_slow_judge_calls_never_hold_up_other_envs_cheap_tools():
+    """Three envs judge a hanging model while ten others read files through astep.
+
+    The event loop's default executor is cut to two threads: envs that shared it (the old
+    asyncio.to_thread) would queue their cheap reads behind the three slow steps. Each env
+    has its own thread, so every read returns while the slow steps are still running.
+    """
+    # The task probe shares run_timeout_s: run it (cached per task) under the default limit.
+    Judge(JudgeConfig(device="cpu")).probe_task(load_task(TASK_ID))
+    judge = JudgeConfig(device="cpu", run_timeout_s=6, timed_runs=1, warmup_runs=0)
+
+    def make():
+        return gym.make(
+            "CudaKernel-v0", device="cpu", task=TASK_ID, judge=judge, untimed_judge_slots=3
+        ).unwrapped
+
+    slow_envs = [make() for _ in range(3)]
+    cheap_envs = [make() for _ in range(10)]
+
+    async def main():
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(2))
+        for env in slow_envs + cheap_envs:
+            await env.areset(seed=0)
+        for env in slow_envs:
+            await env.astep(call("write_file", path="model_new.py", content=HANGING_MODEL_NEW))
+        slow = [asyncio.ensure_future(env.astep(call("run"))) for env in slow_envs]
+        await asyncio.sleep(0.5)  # the slow steps are now inside the judge
+        cheap = await asyncio.gather(
+            *(
+                env.astep([call("read_file", path="model.py"), call("list_files")])
+                for env in cheap_envs
+            )
+        )
+        pending_after_cheap = sum(not task.done() for task in slow)
+        return cheap, pending_after_cheap, await asyncio.gather(*slow)
+
+    try:
+        cheap, pending, slow = asyncio.run(main())
+    finally:
+        for env in slow_envs + cheap_envs:
+            env.close()
+    assert all("class Model" in obs for obs, *_ in cheap)
+    assert pending == 3, "cheap tools waited for the slow judge calls"
+    for obs, _reward, terminated, truncated, _info in slow:
+        assert obs.startswith("FAIL") and "timed out" in obs
+        assert not terminated and not truncated
