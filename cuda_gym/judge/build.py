@@ -280,6 +280,7 @@ def _run_build_worker(
     }
     env = python_child_env(LC_ALL="C", LANG="C")
     env.setdefault("MAX_JOBS", str(max(1, os.cpu_count() or 1)))
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(config.resolved_cache_dir / "inductor"))
     if arch and "TORCH_CUDA_ARCH_LIST" not in os.environ:
         env["TORCH_CUDA_ARCH_LIST"] = arch
     proc = run_process(

@@ -14,6 +14,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -41,6 +42,9 @@ KERNELS_DIR = "kernels"
 
 
 WORKER_PRELOAD = "cuda_gym.judge.worker:preload"
+PROBE_TIMEOUT_S = 120.0
+_PROBE_LOCKS: dict[str, threading.Lock] = {}
+_PROBE_LOCKS_GUARD = threading.Lock()
 
 
 class Judge:
@@ -156,13 +160,23 @@ class Judge:
             task = task.for_device(self.config.device)
         key = probe_key(task.content_hash, self.info)
         probe = self._probes.get(key)
-        if probe is None:
+        if probe is not None:
+            return probe
+        # One probe per task at a time in this process: concurrent judges wait and reuse it.
+        with _PROBE_LOCKS_GUARD:
+            lock = _PROBE_LOCKS.setdefault(key, threading.Lock())
+        with lock:
+            probe = self._probes.get(key)
+            if probe is not None:
+                return probe
             with tempfile.TemporaryDirectory(prefix="cuda_gym_probe_", dir=_scratch_dir()) as tmp:
                 res = self._run_worker(
                     "probe",
                     Path(tmp),
                     {"device": self.config.device, "seed": 12345, "init_seed": 54321},
-                    timeout_s=self.config.run_timeout_s,
+                    # The probe is the reference's cost, not the candidate's: never less than
+                    # the default limit, however short the candidate's limit is set.
+                    timeout_s=max(self.config.run_timeout_s, PROBE_TIMEOUT_S),
                     task=task,
                 )
             if not res["ok"]:
@@ -399,6 +413,10 @@ class Judge:
             task_path.write_text(task.source)
             request["task_path"] = str(task_path)
         base_env = python_child_env()
+        # torch.compile's cache (reference baselines) lives with ours, not in TMPDIR.
+        base_env.setdefault(
+            "TORCHINDUCTOR_CACHE_DIR", str(self.config.resolved_cache_dir / "inductor")
+        )
         env = dict(base_env)
         env.setdefault("TORCH_EXTENSIONS_DIR", str(self.config.resolved_cache_dir / "inline"))
         if self.config.fast_worker_start:

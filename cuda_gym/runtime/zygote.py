@@ -325,5 +325,14 @@ def shared_launcher(env: Mapping[str, str], preload: str | None = None) -> Zygot
         return launcher
 
 
+def close_shared_launchers() -> None:
+    """Stop every shared zygote of this process (they restart on the next use)."""
+    with _shared_lock:
+        launchers = list(_shared.values())
+        _shared.clear()
+    for launcher in launchers:
+        launcher.close()
+
+
 if __name__ == "__main__":
     _serve(sys.argv[1] if len(sys.argv) > 1 else None)
