@@ -145,3 +145,13 @@ class Verdict:
     def to_dict(self) -> dict:
         """A JSON-ready dict of every field."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Verdict:
+        """The Verdict that `to_dict` produced (e.g. after crossing a process boundary)."""
+        fields = dict(data)
+        if isinstance(fields.get("build"), dict):
+            build = dict(fields["build"])
+            build["sources"] = tuple(build.get("sources", ()))
+            fields["build"] = BuildResult(**build)
+        return cls(**fields)
