@@ -63,30 +63,60 @@ def main():
     tok = build_tiny_tokenizer()
     model = build_tiny_model(tok)
     label = json.dumps({"task_id": DEMO_TASK, "seed": 0})
-    result = {"device": args.device, "torch": torch.__version__, "python": sys.version,
-              "host": platform.node(), "task": DEMO_TASK,
-              "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+    result = {
+        "device": args.device,
+        "torch": torch.__version__,
+        "python": sys.version,
+        "host": platform.node(),
+        "task": DEMO_TASK,
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+    }
     with tempfile.TemporaryDirectory() as tmp:
-        runner = RunnerConfig(max_turns=args.max_turns, max_length=32768,
-                              max_tokens_per_turn=args.tokens_per_turn)
+        runner = RunnerConfig(
+            max_turns=args.max_turns, max_length=32768, max_tokens_per_turn=args.tokens_per_turn
+        )
         out = Path(tmp) / "random.jsonl"
         start = time.monotonic()
-        summary = asyncio.run(collect_episodes(
-            lambda: gym.make("cuda_gym:CudaKernel-v0", device=args.device,
-                             max_turns=args.max_turns),
-            HFGenerate(model, tok, 1.0, args.device), tok, runner, [label], args.episodes, out,
-            args.concurrency))
-        result["random_tiny_model"] = {**summary, "per_tool": per_tool(out),
-                                       "wall_s": time.monotonic() - start}
+        summary = asyncio.run(
+            collect_episodes(
+                lambda: gym.make(
+                    "cuda_gym:CudaKernel-v0", device=args.device, max_turns=args.max_turns
+                ),
+                HFGenerate(model, tok, 1.0, args.device),
+                tok,
+                runner,
+                [label],
+                args.episodes,
+                out,
+                args.concurrency,
+            )
+        )
+        result["random_tiny_model"] = {
+            **summary,
+            "per_tool": per_tool(out),
+            "wall_s": time.monotonic() - start,
+        }
         out = Path(tmp) / "scripted.jsonl"
         runner = RunnerConfig(max_turns=20, max_length=65536, max_tokens_per_turn=16000)
-        summary = asyncio.run(collect_episodes(
-            lambda: gym.make("cuda_gym:CudaKernel-v0", device=args.device, max_turns=20),
-            scripted_generate(tok, args.device), tok, runner, [label], 1, out, 1))
+        summary = asyncio.run(
+            collect_episodes(
+                lambda: gym.make("cuda_gym:CudaKernel-v0", device=args.device, max_turns=20),
+                scripted_generate(tok, args.device),
+                tok,
+                runner,
+                [label],
+                1,
+                out,
+                1,
+            )
+        )
         rows = [json.loads(x) for x in out.read_text().splitlines()]
-        result["scripted_demo"] = {**summary, "per_tool": per_tool(out),
-                                   "reward": rows[0]["reward"],
-                                   "stop_reason": rows[0]["stop_reason"]}
+        result["scripted_demo"] = {
+            **summary,
+            "per_tool": per_tool(out),
+            "reward": rows[0]["reward"],
+            "stop_reason": rows[0]["stop_reason"],
+        }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))

@@ -65,35 +65,33 @@ def main() -> None:
         files = {"kernels/gated.cpp": CPU_KERNEL}
     same = write(tmp / "same", {**files, "model_new.py": MODEL_NEW})
 
-    times, profiled, durations = [], [], []
-    for i in range(args.repeats):
-        start = time.monotonic()
-        verdict = judge.evaluate(task, same, timing=True, profile=True)
-        durations.append(time.monotonic() - start)
-        if not verdict.correct:
-            raise SystemExit(f"the reference kernel was rejected: {verdict.error}")
-        times.append(verdict.time_ms["candidate"])
-        profiled.append(verdict.flags.get("profile_kernel_ms_per_call"))
-        print(f"run {i}: candidate {times[-1]:.4f} ms, profiler {profiled[-1]} ms", flush=True)
-    median = statistics.median(times)
     result = {
         "command": f"python -m benchmarks.timing_fidelity --device {args.device} "
         f"--repeats {args.repeats} --out {args.out}",
         "device": args.device,
-        "device_name": verdict.device_name,
         "torch": torch.__version__,
-        "candidate_ms": times,
-        "median_ms": median,
-        "spread_pct": 100 * (max(times) - min(times)) / median,
-        "judge_seconds": durations,
-        "stage_times_s": verdict.stage_times_s,
-        "kernels": verdict.flags.get("kernels"),
-        "gpu_state": verdict.flags.get("gpu_state"),
+        "runs": [],
     }
+    out = Path(args.out)
+    times, profiled = [], []
+    for i in range(args.repeats):
+        start = time.monotonic()
+        verdict = judge.evaluate(task, same, timing=True, profile=True)
+        seconds = time.monotonic() - start
+        if not verdict.correct:
+            raise SystemExit(f"the reference kernel was rejected: {verdict.error}")
+        times.append(verdict.time_ms["candidate"])
+        profiled.append(verdict.flags.get("profile_kernel_ms_per_call"))
+        result["runs"].append(run_record(verdict, seconds))
+        print(
+            f"run {i}: candidate {times[-1]:.4f} ms, profiler {profiled[-1]} ms, "
+            f"SM clock {result['runs'][-1]['sm_clock_mhz_after']} MHz, judged in {seconds:.1f} s",
+            flush=True,
+        )
+        summarise(result, times, profiled, verdict)
+        out.write_text(json.dumps(result, indent=1))  # kept after every run: a cut run still counts
+    median = statistics.median(times)
     if args.device == "cuda":
-        kernel_ms = statistics.median(p for p in profiled if p is not None)
-        result["profiler_kernel_ms"] = kernel_ms
-        result["judge_vs_profiler_pct"] = 100 * (median - kernel_ms) / kernel_ms
         side = write(
             tmp / "side",
             {
@@ -112,8 +110,42 @@ def main() -> None:
             if side_verdict.time_ms["candidate"]
             else None,
         }
-    print(json.dumps({k: v for k, v in result.items() if k != "candidate_ms"}, indent=1))
-    Path(args.out).write_text(json.dumps(result, indent=1))
+    print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1))
+    out.write_text(json.dumps(result, indent=1))
+
+
+def run_record(verdict, seconds: float) -> dict:
+    """One judgement: the timer's statistics, the clocks, where the judge's seconds went."""
+    timing = verdict.flags.get("candidate_timing") or {}
+    return {
+        "candidate_ms": verdict.time_ms["candidate"],
+        "min_ms": timing.get("min_ms"),
+        "max_ms": timing.get("max_ms"),
+        "host_median_ms": timing.get("host_median_ms"),
+        "warmup_calls": timing.get("warmup_calls"),
+        "sm_clock_mhz_after": timing.get("sm_clock_mhz_after"),
+        "profiler_kernel_ms": verdict.flags.get("profile_kernel_ms_per_call"),
+        "gpu_state": verdict.flags.get("gpu_state"),
+        "judge_seconds": round(seconds, 2),
+        "stage_times_s": verdict.stage_times_s,
+    }
+
+
+def summarise(result: dict, times: list, profiled: list, verdict) -> None:
+    median = statistics.median(times)
+    result.update(
+        device_name=verdict.device_name,
+        candidate_ms=times,
+        median_ms=median,
+        spread_pct=100 * (max(times) - min(times)) / median,
+        kernels=verdict.flags.get("kernels"),
+    )
+    kernel_ms = [p for p in profiled if p is not None]
+    if kernel_ms:
+        result["profiler_kernel_ms"] = statistics.median(kernel_ms)
+        result["judge_vs_profiler_pct"] = (
+            100 * (median - result["profiler_kernel_ms"]) / result["profiler_kernel_ms"]
+        )
 
 
 if __name__ == "__main__":

@@ -387,6 +387,8 @@ class Judge:
         }
         if timing:
             verdict.flags["candidate_host_median_ms"] = timing.get("host_median_ms")
+            # The timer's full statistics: spread, warm-up calls, SM clock after the timed calls.
+            verdict.flags["candidate_timing"] = timing
         if not cand_ms or cand_ms <= 0:
             return
         if verdict.time_ms["eager"]:

@@ -116,7 +116,8 @@ class Timer:
             (stats, index of the input set of the last call, output of the last call). stats has
             "median_ms" (the reported time), "event_median_ms", "mean_ms", "min_ms", "max_ms",
             "host_median_ms", "sync_overhead_ms", "side_work" and "runs"; on CUDA also
-            "persisting_l2_limit_after" (bytes; non-zero means the callee raised it).
+            "persisting_l2_limit_after" (bytes; non-zero means the callee raised it) and
+            "sm_clock_mhz_after" (NVML, None when unavailable).
         """
         overhead = self._sync_overhead_ms() if self.device == "cuda" else 0.0
         device_ms: list[float] = []
@@ -154,10 +155,19 @@ class Timer:
             "warmup_calls": warmup_calls,
         }
         if self.device == "cuda":
+            # The SM clock right after the timed calls (NVML): compute-bound kernels scale with it.
+            stats["sm_clock_mhz_after"] = _sm_clock_mhz()
             torch.cuda.synchronize()
             stats["persisting_l2_disabled"] = self.persisting_l2_disabled
             stats["persisting_l2_limit_after"] = self._driver.persisting_l2_limit()
         return stats, index, out
+
+
+def _sm_clock_mhz() -> int | None:
+    try:
+        return torch.cuda.clock_rate()
+    except Exception:  # NVML missing or not permitted
+        return None
 
 
 def _clone(inputs: Sequence) -> list:
