@@ -52,6 +52,17 @@ def add_synth_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-calibrate", action="store_true", help="do not rescale batch sizes to the window"
     )
+    parser.add_argument(
+        "--journal",
+        metavar="JSONL",
+        help="append every finished candidate here; a rerun with the same settings resumes",
+    )
+    parser.add_argument(
+        "--time-limit-s",
+        type=float,
+        default=None,
+        help="stop after this many seconds and write the tasks accepted so far",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -88,6 +99,8 @@ def config_from_args(args: argparse.Namespace):
         task_timeout_s=args.task_timeout_s,
         max_candidates=args.max_candidates,
         validation_fraction=args.validation_fraction,
+        journal=args.journal,
+        time_limit_s=args.time_limit_s,
         **kwargs,
     )
 
@@ -127,9 +140,13 @@ def run_synth(args: argparse.Namespace) -> int:
         print(format_summary(summary))
         print(f"\nwrote {len(run.tasks)} tasks to {path}")
     if len(run.tasks) < config.n:
+        limit = (
+            f"the {config.time_limit_s:g} s time limit (rerun with --journal to resume)"
+            if run.stopped_by_time_limit
+            else f"{config.candidate_limit} candidates"
+        )
         print(
-            f"warning: only {len(run.tasks)} of {config.n} tasks accepted within "
-            f"{config.candidate_limit} candidates",
+            f"warning: only {len(run.tasks)} of {config.n} tasks accepted within {limit}",
             file=sys.stderr,
         )
         return 1

@@ -51,6 +51,10 @@ class SynthConfig:
         max_candidates: Give up after this many candidates (default 40 * n + 50).
         validation_fraction: Share of accepted tasks put in the "validation" split.
         id_prefix: Prefix of task ids ("synth" gives "synth_00042").
+        journal: A JSONL file every finished candidate is appended to. A later run with the
+            same settings resumes from it: its candidates are not filtered again.
+        time_limit_s: Stop after this many seconds (candidates in flight are dropped; the
+            journal keeps the finished ones), writing the tasks accepted so far.
     """
 
     n: int = 20
@@ -68,6 +72,8 @@ class SynthConfig:
     max_candidates: int | None = None
     validation_fraction: float = 0.1
     id_prefix: str = "synth"
+    journal: str | None = None
+    time_limit_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.n < 1:
@@ -94,6 +100,8 @@ class SynthConfig:
             raise ConfigError("task_timeout_s must be positive")
         if not 0 <= self.validation_fraction < 1:
             raise ConfigError("validation_fraction must be in [0, 1)")
+        if self.time_limit_s is not None and self.time_limit_s <= 0:
+            raise ConfigError("time_limit_s must be positive")
         if not self.id_prefix.isidentifier():
             raise ConfigError("id_prefix must be a Python identifier, e.g. 'synth'")
 
@@ -101,6 +109,20 @@ class SynthConfig:
     def window(self) -> tuple[float, float]:
         """The eager-time window in ms."""
         return self.window_ms or DEFAULT_WINDOWS_MS[self.device]
+
+    def fingerprint(self) -> dict:
+        """What decides which candidates are made and how they are filtered (for the journal)."""
+        return {
+            "device": self.device,
+            "seed": self.seed,
+            "chain_lengths": {str(k): v for k, v in sorted(self.chain_lengths.items())},
+            "family_weights": dict(sorted(self.family_weights.items())),
+            "window_ms": list(self.window),
+            "compile_check": self.compile_check,
+            "calibrate": self.calibrate,
+            "decontaminate_against": self.decontaminate_against,
+            "similarity_threshold": self.similarity_threshold,
+        }
 
     @property
     def candidate_limit(self) -> int:

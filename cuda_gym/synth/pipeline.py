@@ -13,6 +13,7 @@ finish in, so a fixed seed and software stack give the same set (timings aside).
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import platform
@@ -20,6 +21,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from cuda_gym.synth.catalogue import catalogue, get_op
 from cuda_gym.synth.compose import Candidate, compose
@@ -42,8 +44,11 @@ class SynthRun:
         config: The configuration.
         tasks: Accepted tasks in index order (dicts; see `task_record`).
         records: Every candidate looked at, accepted or not, in index order.
-        elapsed_s: Wall-clock seconds of the run.
+        elapsed_s: Wall-clock seconds of the run (this run only, not the journal's earlier ones).
         environment: Software and device versions.
+        resumed: Indices of candidates taken from the journal instead of being filtered again
+            (the per-minute rates count only the others).
+        stopped_by_time_limit: The run ended at `config.time_limit_s`.
     """
 
     config: SynthConfig
@@ -51,6 +56,8 @@ class SynthRun:
     records: list[dict] = field(default_factory=list)
     elapsed_s: float = 0.0
     environment: dict = field(default_factory=dict)
+    resumed: set[int] = field(default_factory=set)
+    stopped_by_time_limit: bool = False
 
     def filter_stats(self) -> dict[str, dict]:
         """Per filter: candidates that reached it, passed it, and the conditional pass rate."""
@@ -68,18 +75,22 @@ class SynthRun:
         lengths = Counter(t["chain_length"] for t in self.tasks)
         families = Counter(f for t in self.tasks for f in t["families"])
         minutes = self.elapsed_s / 60 if self.elapsed_s else None
+        new_records = sum(1 for r in self.records if r["index"] not in self.resumed)
+        new_tasks = sum(1 for t in self.tasks if t["provenance"]["index"] not in self.resumed)
         return {
             "n_requested": self.config.n,
             "n_accepted": len(self.tasks),
             "candidates": len(self.records),
             "acceptance_rate": len(self.tasks) / len(self.records) if self.records else None,
             "elapsed_s": self.elapsed_s,
-            "tasks_per_minute": len(self.tasks) / minutes if minutes else None,
-            "candidates_per_minute": len(self.records) / minutes if minutes else None,
+            "tasks_per_minute": new_tasks / minutes if minutes else None,
+            "candidates_per_minute": new_records / minutes if minutes else None,
             "filters": self.filter_stats(),
             "chain_lengths": {str(k): lengths[k] for k in sorted(lengths)},
             "families": dict(sorted(families.items())),
             "splits": dict(Counter(t["split"] for t in self.tasks)),
+            "resumed_from_journal": len(self.resumed),
+            "stopped_by_time_limit": self.stopped_by_time_limit,
             "environment": self.environment,
         }
 
@@ -198,6 +209,41 @@ def default_pool(config: SynthConfig) -> LocalProcessPool:
     )
 
 
+class _Journal:
+    """Finished candidates, one JSON line each, tagged with the settings that produced them."""
+
+    def __init__(self, config: SynthConfig) -> None:
+        self.path = Path(config.journal) if config.journal else None
+        self.fingerprint = config.fingerprint()
+
+    def load(self) -> dict[int, dict]:
+        """The journal's records made with the same settings, by candidate index."""
+        if self.path is None or not self.path.exists():
+            return {}
+        records, skipped = {}, 0
+        for line in self.path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:  # a line cut short when a run was killed
+                skipped += 1
+                continue
+            if row.get("fingerprint") == self.fingerprint:
+                records[row["record"]["index"]] = row["record"]
+            else:
+                skipped += 1
+        if skipped:
+            logger.warning("journal %s: %d lines from other settings ignored", self.path, skipped)
+        return records
+
+    def append(self, rec: dict) -> None:
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as f:
+            f.write(json.dumps({"fingerprint": self.fingerprint, "record": rec}, default=str))
+            f.write("\n")
+
+
 def _count_prefix(records: dict[int, dict], n: int) -> tuple[int, int]:
     """(accepted non-duplicates, length) of the completed index prefix, stopping at n accepted."""
     seen: set[str] = set()
@@ -230,9 +276,14 @@ def synthesize(
         compile_check=config.compile_check,
         calibrate=config.calibrate,
     )
+    journal = _Journal(config)
+    records = journal.load()  # finished candidates by index
+    run.resumed = set(records)
+    for rec in records.values():
+        if rec["accepted"]:
+            prefilter.accepted_signatures.add(rec["signature"])
     owns_pool = pool is None
     pool = pool or default_pool(config)
-    records: dict[int, dict] = {}  # finished candidates by index
     parked: dict[int, dict] = {}  # candidates in the pool
     bar = _progress_bar(config.n) if progress else None
     next_index, in_flight = 0, 2 * config.workers
@@ -245,7 +296,13 @@ def synthesize(
                 bar.refresh()
             if accepted >= config.n:
                 break
+            if config.time_limit_s and time.monotonic() - start > config.time_limit_s:
+                run.stopped_by_time_limit = True
+                break
             while pool.pending < in_flight and next_index < config.candidate_limit:
+                if next_index in records:  # finished in an earlier run (journal)
+                    next_index += 1
+                    continue
                 cand = compose(next_index, config)
                 rec = _record(cand)
                 if prefilter.check(cand, rec):
@@ -254,6 +311,7 @@ def synthesize(
                 else:
                     rec["source"] = cand.source()
                     records[next_index] = rec
+                    journal.append(rec)
                 next_index += 1
             if pool.pending == 0:
                 break
@@ -266,6 +324,7 @@ def synthesize(
             else:
                 _reject(rec, "worker", error=result.error[-1500:])
             records[result.key] = rec
+            journal.append(rec)
     finally:
         if owns_pool:
             pool.close()

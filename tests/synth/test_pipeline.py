@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import time
 
@@ -25,6 +26,55 @@ def test_fixed_seed_gives_the_same_tasks():
     assert [t["source"] for t in first.tasks] == [t["source"] for t in second.tasks]
     assert [t["task_id"] for t in first.tasks] == [t["task_id"] for t in second.tasks]
     assert len({t["provenance"]["index"] for t in first.tasks}) == 3
+
+
+class CountingPool:
+    """An inline pool that counts the candidates it filters."""
+
+    def __init__(self) -> None:
+        self.inner = inline()
+        self.keys: list[int] = []
+
+    def submit(self, key, payload):
+        self.keys.append(key)
+        self.inner.submit(key, payload)
+
+    def next_result(self):
+        return self.inner.next_result()
+
+    @property
+    def pending(self):
+        return self.inner.pending
+
+    def close(self):
+        self.inner.close()
+
+
+def test_journal_resumes_without_refiltering(tmp_path):
+    journal = tmp_path / "journal.jsonl"
+    small = dataclasses.replace(QUICK, n=2, journal=str(journal))
+    first = synthesize(small, pool=inline())
+    assert len(first.tasks) == 2 and journal.exists()
+    # A killed run can leave half a line: it is skipped, not fatal.
+    with journal.open("a") as f:
+        f.write('{"fingerprint": {"dev')
+    counting = CountingPool()
+    resumed = synthesize(dataclasses.replace(small, n=3), pool=counting)
+    assert len(resumed.resumed) == len(first.records)
+    assert not set(counting.keys) & resumed.resumed  # finished candidates are not filtered again
+    assert [t["source"] for t in resumed.tasks] == [
+        t["source"] for t in synthesize(QUICK, pool=inline()).tasks
+    ]
+    # Other settings do not reuse the journal's records.
+    other = synthesize(dataclasses.replace(small, seed=6), pool=inline())
+    assert other.resumed == set()
+
+
+def test_time_limit_stops_and_keeps_what_finished(tmp_path):
+    journal = tmp_path / "journal.jsonl"
+    config = dataclasses.replace(QUICK, n=50, journal=str(journal), time_limit_s=1e-6)
+    run = synthesize(config, pool=inline())
+    assert run.stopped_by_time_limit and len(run.tasks) < 50
 
 
 def test_near_duplicates_are_dropped():
