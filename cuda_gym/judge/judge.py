@@ -30,6 +30,7 @@ from cuda_gym.judge.static_checks import (
     check_solution_source,
     string_constants,
 )
+from cuda_gym.judge.transfer import shared_arena_pool
 from cuda_gym.judge.verdict import BuildResult, Verdict, compute_reward
 from cuda_gym.runtime import python_child_env, run_process
 from cuda_gym.runtime.zygote import shared_launcher
@@ -132,15 +133,17 @@ class Judge:
                 verdict.flags["reference_as_candidate"] = True
             else:
                 snap = _snapshot(solution_dir, tmp_path / "solution")
-            self._judge(
-                task,
-                snap,
-                tmp_path,
-                verdict,
-                timing=timing,
-                profile=profile,
-                reference_as_candidate=reference_as_candidate,
-            )
+            with shared_arena_pool().lease() as arena:
+                self._judge(
+                    task,
+                    snap,
+                    tmp_path,
+                    verdict,
+                    timing=timing,
+                    profile=profile,
+                    reference_as_candidate=reference_as_candidate,
+                    arena=arena,
+                )
         if verdict.violations:
             verdict.correct = False
         verdict.reward = compute_reward(
@@ -197,6 +200,7 @@ class Judge:
         timing: bool,
         profile: bool,
         reference_as_candidate: bool = False,
+        arena: Path | None = None,
     ) -> None:
         cfg = self.config
         checks = verdict.checks
@@ -257,6 +261,7 @@ class Judge:
                 "lift_torch_op_ban_for_reference": reference_as_candidate,
                 "warmup_runs": cfg.warmup_runs,
                 "timed_runs": cfg.timed_runs,
+                "arena_path": str(arena) if arena else None,
             },
             timeout_s=cfg.run_timeout_s + (cfg.build_timeout_s if "load_inline" in source else 0),
             task=task,
@@ -303,6 +308,7 @@ class Judge:
                 "init_seed": init_seed,
                 "distributions": distributions,
                 "candidate_outputs_path": str(cand["outputs_path"]),
+                "arena_path": str(arena) if arena else None,
                 "mode": cfg.tolerance_mode,
                 "fp64_ok": probe["fp64_ok"],
                 "baselines": wanted,

@@ -14,13 +14,17 @@ from time import perf_counter  # bound at import, before any candidate code runs
 
 import torch
 
-L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 (H200: 60 MB)
+# Larger than any current GPU's L2 (H200: 60 MB), and long enough to zero (~0.15 ms on an
+# H200) that the host has launched the timed call's work before the GPU reaches it.
+L2_FLUSH_BYTES = 512 * 1024 * 1024
 # CUDA driver API: CUlimit value of CU_LIMIT_PERSISTING_L2_CACHE_SIZE.
 _CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
 # Host time beyond the CUDA-event time (after removing the measured sync overhead) that means
 # work ran outside the events' stream: relative and absolute slack.
 SIDE_WORK_FACTOR = 1.2
 SIDE_WORK_SLACK_MS = 0.02
+# A flush that takes this much longer than alone (relative) shared the GPU with the call's work.
+FLUSH_OVERLAP_FACTOR = 0.25
 CALIBRATION_CALLS = 20
 # Warm-up lasts at least this long (and at least the requested number of calls), so an idle
 # GPU's clocks have ramped up before the first timed call.
@@ -75,33 +79,44 @@ class Timer:
         if self.device == "cuda":
             torch.cuda.synchronize()
 
-    def _timed_call(self, fn: Callable, args: Sequence) -> tuple[float, float, object]:
-        """One call bracketed by device-wide synchronisation: (event ms, host ms, output)."""
+    def _timed_call(self, fn: Callable, args: Sequence) -> tuple[float, float, float, object]:
+        """One call bracketed by device-wide synchronisation: (event ms, host ms, flush ms, out).
+
+        The L2 flush is queued after the synchronisation and before the start event, so the GPU
+        is busy flushing while the host launches the call's work: the event time is the GPU's
+        time for the call, not the host's launch latency (Python, the fallback ban), which
+        otherwise varies by tens of microseconds from process to process. The flush's own GPU
+        time is returned too: work from the call that overlaps it (an unsynchronised side
+        stream) makes it longer, and `time_ms` counts that.
+        """
         if self.device != "cuda":
             host_start = perf_counter()
             out = fn(*args)
             host = (perf_counter() - host_start) * 1e3
-            return host, host, out
+            return host, host, 0.0, out
         self._driver.disable_persisting_l2()
-        self._flush.zero_()
+        before = torch.cuda.Event(enable_timing=True)
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
         host_start = perf_counter()
+        before.record()
+        self._flush.zero_()
         start.record()
         out = fn(*args)
         end.record()
         torch.cuda.synchronize()
         host = (perf_counter() - host_start) * 1e3
-        return start.elapsed_time(end), host, out
+        return start.elapsed_time(end), host, before.elapsed_time(start), out
 
-    def _sync_overhead_ms(self) -> float:
-        """Median host-minus-event time of an empty call: the bracketing's own cost."""
-        gaps = []
+    def _calibrate(self) -> tuple[float, float]:
+        """(host-minus-event ms, flush ms) of an empty call: the bracketing's own cost (medians)."""
+        gaps, flushes = [], []
         for _ in range(CALIBRATION_CALLS):
-            dev, host, _ = self._timed_call(lambda: None, ())
+            dev, host, flush, _ = self._timed_call(lambda: None, ())
             gaps.append(host - dev)
-        return max(0.0, statistics.median(gaps))
+            flushes.append(flush)
+        return max(0.0, statistics.median(gaps)), statistics.median(flushes)
 
     def time_ms(
         self, fn: Callable, input_sets: Sequence[Sequence], warmup_runs: int, timed_runs: int
@@ -114,47 +129,59 @@ class Timer:
         preceded by an L2 flush with persisting-L2 lines demoted and the set-aside at 0, and is
         bracketed by device-wide synchronisation. The host wall-clock of each call is kept
         beside the CUDA-event time: when it exceeds the event time by more than the measured
-        bracketing overhead allows, work ran outside the events' stream (a side stream) and the
-        host figure is the one reported, so such work is counted.
+        bracketing overhead allows, or when the flush before the call took longer than alone
+        (work launched by the call ran beside it), work ran outside the events' stream (a side
+        stream): the host figure, plus any flush excess, is the one reported, so such work is
+        counted.
 
         Returns:
             (stats, index of the input set of the last call, output of the last call). stats has
             "median_ms" (the reported time), "event_median_ms", "mean_ms", "min_ms", "max_ms",
-            "host_median_ms", "sync_overhead_ms", "side_work" and "runs"; on CUDA also
+            "host_median_ms", "sync_overhead_ms", "flush_ms" (the flush alone),
+            "flush_excess_ms", "side_work", "runs" and "warmup_calls"; on CUDA also
             "persisting_l2_limit_after" (bytes; non-zero means the callee raised it) and
             "sm_clock_mhz_after" (NVML, None when unavailable).
         """
-        overhead = self._sync_overhead_ms() if self.device == "cuda" else 0.0
+        overhead, flush_alone = self._calibrate() if self.device == "cuda" else (0.0, 0.0)
         device_ms: list[float] = []
         host_ms: list[float] = []
+        flush_ms: list[float] = []
         out = None
         index = 0
         k = 0
         warm_until = perf_counter() + self.warmup_min_s
         while k < warmup_runs or perf_counter() < warm_until:
             index = k % len(input_sets)
-            _, _, out = self._timed_call(fn, _clone(input_sets[index]))
+            *_, out = self._timed_call(fn, _clone(input_sets[index]))
             k += 1
         warmup_calls = k
         for _ in range(timed_runs):
             index = k % len(input_sets)
-            dev, host, out = self._timed_call(fn, _clone(input_sets[index]))
+            dev, host, flush, out = self._timed_call(fn, _clone(input_sets[index]))
             host_ms.append(host)
             device_ms.append(dev)
+            flush_ms.append(flush)
             k += 1
         event_median = statistics.median(device_ms)
         host_median = statistics.median(host_ms)
         host_work = host_median - overhead
-        side_work = host_work > SIDE_WORK_FACTOR * event_median + SIDE_WORK_SLACK_MS
+        # Work overlapping the flush (launched by the call, not ordered after the start event).
+        flush_excess = statistics.median(flush_ms) - flush_alone if flush_ms else 0.0
+        overlapped = flush_excess > FLUSH_OVERLAP_FACTOR * flush_alone + SIDE_WORK_SLACK_MS
+        side_work = overlapped or host_work > SIDE_WORK_FACTOR * event_median + SIDE_WORK_SLACK_MS
+        hidden = max(0.0, flush_excess) if overlapped else 0.0
         spread = host_ms if side_work else device_ms
+        shift = (hidden - overhead) if side_work else 0.0
         stats = {
-            "median_ms": host_work if side_work else event_median,
+            "median_ms": max(host_work, event_median) + hidden if side_work else event_median,
             "event_median_ms": event_median,
-            "mean_ms": statistics.fmean(spread) - (overhead if side_work else 0.0),
-            "min_ms": min(spread) - (overhead if side_work else 0.0),
-            "max_ms": max(spread) - (overhead if side_work else 0.0),
+            "mean_ms": statistics.fmean(spread) + shift,
+            "min_ms": min(spread) + shift,
+            "max_ms": max(spread) + shift,
             "host_median_ms": host_median,
             "sync_overhead_ms": overhead,
+            "flush_ms": flush_alone,
+            "flush_excess_ms": flush_excess,
             "side_work": side_work,
             "runs": timed_runs,
             "warmup_calls": warmup_calls,

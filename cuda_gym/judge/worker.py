@@ -127,13 +127,6 @@ def _clone(inputs: list) -> list:
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
-def _to_host(out: list) -> list:
-    import torch
-
-    # Always a copy: on the CPU, .cpu() would return the very tensor the candidate holds.
-    return [o.detach().to("cpu", copy=True) if isinstance(o, torch.Tensor) else o for o in out]
-
-
 def _setup(req: dict, rep: _Reporter):
     """Pin numerics, import the task and build its Model on the device (seeded)."""
     import torch
@@ -238,8 +231,10 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
     from cuda_gym.judge.inputs import make_inputs
     from cuda_gym.judge.output_checks import bitwise_equal, output_violations, poison_allocator
     from cuda_gym.judge.timing import Timer, profile_table
+    from cuda_gym.judge.transfer import OutputWriter
 
     device = req["device"]
+    writer = OutputWriter(req.get("arena_path"))
     task, init_inputs, reference, numerics = _setup(req, rep)
     reference_state = {k: v.detach().clone() for k, v in reference.state_dict().items()}
     del reference
@@ -320,8 +315,8 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
             ):
                 violations.append("async_work: outputs changed after ModelNew.forward returned")
             live.clear()
-            outputs = [_to_host(out) for out in on_device]
-            repeat = _to_host(repeat_on_device)
+            outputs = writer.put(on_device)
+            repeat = writer.put(repeat_on_device)
             del on_device, repeat_on_device
     except BaseException as exc:
         rep.finish(
@@ -347,7 +342,7 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
                     timing, last_set, last_out = Timer(device).time_ms(
                         guarded, input_sets, req["warmup_runs"], req["timed_runs"]
                     )
-                    timed = {"set": last_set, "outputs": _to_host(_as_list(last_out))}
+                    timed = {"set": last_set, "outputs": writer.put(_as_list(last_out))}
                 # On the GPU a timed judgement is always profiled: the candidate's own kernels
                 # must account for the GPU time, and the kernel sum cross-checks the timer.
                 if req.get("profile") or (req.get("timing") and device == "cuda"):
@@ -365,7 +360,7 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
             )
             return
         violations = _ban_violations(ban) + _tampered(harness)
-    torch.save({"trials": outputs, "repeat": repeat, "timed": timed}, req["outputs_path"])
+    writer.save({"trials": outputs, "repeat": repeat, "timed": timed}, req["outputs_path"])
     rep.finish(
         {
             "ok": True,
@@ -459,6 +454,7 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
     from cuda_gym.judge.inputs import make_inputs
     from cuda_gym.judge.output_checks import bitwise_equal
     from cuda_gym.judge.timing import Timer
+    from cuda_gym.judge.transfer import load_outputs
 
     device = req["device"]
     mode = req["mode"]
@@ -468,9 +464,7 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
         if req.get("candidate_outputs_path"):
             rep.enter("compare")
             try:
-                cand = torch.load(
-                    req["candidate_outputs_path"], map_location=device, weights_only=True
-                )
+                cand = load_outputs(req["candidate_outputs_path"], req.get("arena_path"), device)
                 os.unlink(req["candidate_outputs_path"])
                 if not isinstance(cand, dict) or not isinstance(cand.get("trials"), list):
                     raise TypeError("unexpected layout")

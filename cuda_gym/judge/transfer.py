@@ -1,0 +1,251 @@
+"""Hand the candidate's outputs to the reference worker through a reusable shared-memory arena.
+
+The candidate's worker must give its outputs (GiBs for large tasks) to a process it never runs
+in. Copying them into freshly allocated host memory and pickling them to a file runs at about
+1 GiB/s on a virtual machine that backs new pages lazily (benchmarks/results/host_transfer_h200
+.json); copying into memory that is already backed runs tens of times faster. So the judge keeps
+a few arena files (in /dev/shm when it has room) and lends one to each evaluation: the candidate
+worker copies every output tensor straight into it and pickles only a small index; the reference
+worker reads the tensors back from the same file. A file is reused by later evaluations, so its
+pages are faulted in once.
+
+Where an arena cannot hold the outputs (no room), the tensors go into the index file itself.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import secrets
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+ARENA_PREFIX = "cuda_gym_arena_"
+ALIGN = 256
+# An arena grows to at most this many bytes (CUDA_GYM_ARENA_MAX_BYTES overrides); larger output
+# sets go through the index file.
+ARENA_MAX_BYTES = 16 << 30
+# An arena may only grow while this share of its filesystem (and at least 1 GiB) stays free:
+# /dev/shm also serves NCCL, data loaders and the like.
+ROOM_SHARE = 0.25
+ROOM_MIN_BYTES = 1 << 30
+MARKER = "__arena__"
+
+
+def arena_dir() -> Path:
+    """/dev/shm when it exists and is writable, else the temporary directory."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        return shm
+    return Path(tempfile.gettempdir())
+
+
+class ArenaPool:
+    """Arena files lent one per evaluation (thread-safe); removed by `close` or at exit.
+
+    Files of processes that died without removing theirs are removed when a pool first makes
+    one.
+    """
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.directory = directory or arena_dir()
+        self._free: list[Path] = []
+        self._all: list[Path] = []
+        self._lock = threading.Lock()
+        self._swept = False
+
+    @contextlib.contextmanager
+    def lease(self) -> Iterator[Path]:
+        """An arena path, exclusively the caller's until the block ends."""
+        with self._lock:
+            if self._free:
+                path = self._free.pop()
+            else:
+                if not self._swept:
+                    remove_stale_arenas(self.directory)
+                    self._swept = True
+                path = self.directory / f"{ARENA_PREFIX}{os.getpid()}_{secrets.token_hex(6)}"
+                path.touch(mode=0o600)
+                self._all.append(path)
+        try:
+            yield path
+        finally:
+            with self._lock:
+                if path in self._all:
+                    self._free.append(path)
+
+    def close(self) -> None:
+        """Remove every arena file of this pool."""
+        with self._lock:
+            for path in self._all:
+                path.unlink(missing_ok=True)
+            self._all.clear()
+            self._free.clear()
+
+
+_SHARED: ArenaPool | None = None
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_arena_pool() -> ArenaPool:
+    """The process's arena pool, shared by every Judge in it; its files go at exit."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None:
+            _SHARED = ArenaPool()
+            atexit.register(_SHARED.close)
+        return _SHARED
+
+
+def remove_stale_arenas(directory: Path) -> int:
+    """Remove arena files whose owning process no longer exists; return how many."""
+    removed = 0
+    for path in directory.glob(f"{ARENA_PREFIX}*"):
+        try:
+            pid = int(path.name[len(ARENA_PREFIX) :].split("_")[0])
+        except ValueError:
+            continue
+        if not _alive(pid):
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def _walk(tree, visit):
+    """Rebuild lists/dicts with `visit` applied to every leaf (an arena entry is a leaf)."""
+    if isinstance(tree, list):
+        return [_walk(x, visit) for x in tree]
+    if isinstance(tree, dict) and MARKER not in tree:
+        return {k: _walk(v, visit) for k, v in tree.items()}
+    return visit(tree)
+
+
+def _aligned(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+class OutputWriter:
+    """Puts the candidate's output tensors into the arena (or host memory) for the reference.
+
+    `put` may be called several times (so device memory can be released between calls); `save`
+    writes the index file `load_outputs` reads.
+    """
+
+    def __init__(self, arena_path: str | None) -> None:
+        self.arena_path = arena_path
+        self.offset = 0
+        self.arena_bytes = 0
+        self.host_bytes = 0
+
+    def put(self, tree):
+        """`tree` with every tensor replaced by an arena entry, or else by a host copy."""
+        import torch
+
+        tensors = []
+        _walk(tree, lambda x: tensors.append(x) if type(x) is torch.Tensor else None)
+        needed = sum(_aligned(t.numel() * t.element_size()) for t in tensors)
+        end = self.offset + needed
+        if self.arena_path and tensors and _reserve(self.arena_path, end):
+            buf = torch.from_file(self.arena_path, shared=True, size=end, dtype=torch.uint8)
+
+            def place(x):
+                if type(x) is not torch.Tensor:
+                    return x
+                nbytes = x.numel() * x.element_size()
+                if nbytes:
+                    buf[self.offset : self.offset + nbytes].view(x.dtype).view(x.shape).copy_(
+                        x.detach()
+                    )
+                entry = {MARKER: self.offset, "shape": list(x.shape), "dtype": str(x.dtype)}
+                self.offset += _aligned(nbytes)
+                return entry
+
+            placed = _walk(tree, place)
+            self.arena_bytes += needed
+            return placed
+        self.host_bytes += needed
+        # Always a copy: on the CPU, .cpu() would return the very tensor the candidate holds.
+        return _walk(
+            tree, lambda x: x.detach().to("cpu", copy=True) if type(x) is torch.Tensor else x
+        )
+
+    def save(self, tree, index_path: str) -> None:
+        """Write the index (arena entries, host tensors and plain values) to `index_path`."""
+        import torch
+
+        torch.save({"tree": tree}, index_path)
+
+
+def _reserve(arena_path: str, needed: int) -> bool:
+    """Grow the arena file to `needed` bytes or more, its pages allocated; False if no room."""
+    try:
+        fd = os.open(arena_path, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        size = os.fstat(fd).st_size
+        if size >= needed:
+            return True
+        limit = int(os.environ.get("CUDA_GYM_ARENA_MAX_BYTES", ARENA_MAX_BYTES))
+        stats = os.fstatvfs(fd)
+        keep = max(ROOM_MIN_BYTES, ROOM_SHARE * stats.f_blocks * stats.f_frsize)
+        if needed > limit or (needed - size) + keep > stats.f_bavail * stats.f_frsize:
+            return False
+        # Allocate now: a tmpfs that fills up later would kill the writer with SIGBUS.
+        os.posix_fallocate(fd, 0, needed)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def load_outputs(index_path: str, arena_path: str | None, device: str):
+    """The tree `OutputWriter.save` wrote, its tensors on `device` (always private copies).
+
+    Raises:
+        ValueError: The index or the arena does not hold what the index says (the candidate's
+            worker wrote both, so their content is untrusted).
+    """
+    import torch
+
+    saved = torch.load(index_path, map_location=device, weights_only=True)
+    if not isinstance(saved, dict) or "tree" not in saved:
+        raise ValueError("unexpected layout")
+    size = os.path.getsize(arena_path) if arena_path and os.path.exists(arena_path) else 0
+    buf = torch.from_file(arena_path, shared=True, size=size, dtype=torch.uint8) if size else None
+
+    def take(x):
+        if not (isinstance(x, dict) and MARKER in x):
+            return x
+        dtype = getattr(torch, str(x.get("dtype")).removeprefix("torch."), None)
+        shape = x.get("shape")
+        offset = x[MARKER]
+        if not isinstance(dtype, torch.dtype) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"bad arena entry {x!r}")
+        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+            raise ValueError(f"bad arena entry {x!r}")
+        numel = 1
+        for d in shape:
+            numel *= d
+        nbytes = numel * dtype.itemsize
+        if numel == 0:
+            return torch.empty(shape, dtype=dtype, device=device)
+        if buf is None or offset + nbytes > size:
+            raise ValueError("an arena entry lies outside the arena")
+        return buf[offset : offset + nbytes].view(dtype).view(shape).to(device, copy=True)
+
+    return _walk(saved["tree"], take)

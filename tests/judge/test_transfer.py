@@ -1,0 +1,124 @@
+"""The output hand-over between the candidate's and the reference's workers."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from cuda_gym.judge import transfer
+from cuda_gym.judge.transfer import ArenaPool, OutputWriter, load_outputs, remove_stale_arenas
+
+
+def sample_tree():
+    return {
+        "trials": [[torch.randn(3, 5), torch.arange(7)], [torch.ones(2, dtype=torch.bool), 1.5]],
+        "repeat": [torch.randn(4).t(), None],
+        "timed": {"set": 2, "outputs": [torch.empty(0, 3), torch.randn(6, 2).t()]},
+    }
+
+
+def assert_same(a, b):
+    if isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_same(x, y)
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys()
+        for k in a:
+            assert_same(a[k], b[k])
+    elif isinstance(a, torch.Tensor):
+        assert type(b) is torch.Tensor and b.dtype == a.dtype and b.shape == a.shape
+        assert torch.equal(a, b)
+    else:
+        assert a == b
+
+
+def write(tree, tmp_path, arena):
+    writer = OutputWriter(str(arena) if arena else None)
+    index = tmp_path / "outputs.pt"
+    # Put in two parts, as the worker does (trials before timing, timed outputs after).
+    first = writer.put({"trials": tree["trials"], "repeat": tree["repeat"]})
+    timed = writer.put(tree["timed"])
+    writer.save({**first, "timed": timed}, str(index))
+    return writer, index
+
+
+def test_round_trip_through_an_arena(tmp_path):
+    pool = ArenaPool(tmp_path)
+    tree = sample_tree()
+    with pool.lease() as arena:
+        writer, index = write(tree, tmp_path, arena)
+        assert writer.arena_bytes > 0 and writer.host_bytes == 0
+        # The index holds no tensor data: it stays small whatever the outputs' size.
+        assert index.stat().st_size < 4096
+        back = load_outputs(str(index), str(arena), "cpu")
+    assert_same(tree, back)
+    # Private copies: later writes to the arena do not reach what was loaded.
+    arena.write_bytes(b"\0" * arena.stat().st_size)
+    assert_same(tree, back)
+    pool.close()
+    assert not list(tmp_path.glob(f"{transfer.ARENA_PREFIX}*"))
+
+
+def test_an_arena_is_reused_and_grows(tmp_path):
+    pool = ArenaPool(tmp_path)
+    with pool.lease() as first:
+        write({"trials": [[torch.randn(10)]], "repeat": [], "timed": None}, tmp_path, first)
+    small = first.stat().st_size
+    with pool.lease() as second:
+        assert second == first  # lent again, not a new file
+        tree = {"trials": [[torch.randn(1000)]], "repeat": [], "timed": None}
+        _, index = write(tree, tmp_path, second)
+        assert second.stat().st_size > small
+        assert_same(tree, load_outputs(str(index), str(second), "cpu"))
+    # Two evaluations at once get two files.
+    with pool.lease() as a, pool.lease() as b:
+        assert a != b
+    pool.close()
+
+
+def test_without_room_the_tensors_go_into_the_index(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_GYM_ARENA_MAX_BYTES", "16")
+    tree = sample_tree()
+    with ArenaPool(tmp_path).lease() as arena:
+        writer, index = write(tree, tmp_path, arena)
+        assert writer.arena_bytes == 0 and writer.host_bytes > 0
+        assert_same(tree, load_outputs(str(index), str(arena), "cpu"))
+    writer, index = write(tree, tmp_path, None)
+    assert_same(tree, load_outputs(str(index), None, "cpu"))
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {transfer.MARKER: 1 << 40, "shape": [4], "dtype": "torch.float32"},
+        {transfer.MARKER: 0, "shape": [-1], "dtype": "torch.float32"},
+        {transfer.MARKER: 0, "shape": [4], "dtype": "torch.no_such_type"},
+        {transfer.MARKER: 0, "shape": [4], "dtype": "Tensor"},
+        {transfer.MARKER: "0", "shape": [4], "dtype": "torch.float32"},
+    ],
+)
+def test_a_forged_index_is_refused(tmp_path, entry):
+    arena = tmp_path / f"{transfer.ARENA_PREFIX}{os.getpid()}_x"
+    arena.write_bytes(b"\0" * 1024)
+    index = tmp_path / "outputs.pt"
+    torch.save({"tree": {"trials": [[entry]], "repeat": [], "timed": None}}, index)
+    with pytest.raises(ValueError):
+        load_outputs(str(index), str(arena), "cpu")
+
+
+def test_arenas_of_dead_processes_are_removed(tmp_path):
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        text=True,
+        capture_output=True,
+        check=True,
+    )
+    stale = tmp_path / f"{transfer.ARENA_PREFIX}{dead.stdout.strip()}_abc"
+    mine = tmp_path / f"{transfer.ARENA_PREFIX}{os.getpid()}_abc"
+    stale.touch()
+    mine.touch()
+    assert remove_stale_arenas(tmp_path) == 1
+    assert not stale.exists() and mine.exists()
