@@ -32,9 +32,17 @@ SIDE_STREAM_BINDING = CUDA_BINDING.replace(
     "side_stream());",
 ).replace(
     "torch::Tensor gated_multiply(",
-    """static cudaStream_t side_stream() {
+    """// The kernel runs on a stream of its own that waits for the inputs (written on the current
+// stream) but is never joined back: the caller's stream sees no work.
+static cudaStream_t side_stream() {
   static cudaStream_t s = nullptr;
-  if (s == nullptr) cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  static cudaEvent_t inputs_ready = nullptr;
+  if (s == nullptr) {
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&inputs_ready, cudaEventDisableTiming);
+  }
+  cudaEventRecord(inputs_ready, at::cuda::getCurrentCUDAStream());
+  cudaStreamWaitEvent(s, inputs_ready, 0);
   return s;
 }
 

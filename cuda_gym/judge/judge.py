@@ -30,7 +30,7 @@ from cuda_gym.judge.static_checks import (
     check_solution_source,
     string_constants,
 )
-from cuda_gym.judge.transfer import shared_arena_pool
+from cuda_gym.judge.transfer import remove_stale, shared_arena_pool
 from cuda_gym.judge.verdict import BuildResult, Verdict, compute_reward
 from cuda_gym.runtime import python_child_env, run_process
 from cuda_gym.runtime.zygote import shared_launcher
@@ -124,7 +124,8 @@ class Judge:
             device_name=self.info.name,
         )
         reference_as_candidate = solution_dir is None
-        with tempfile.TemporaryDirectory(prefix="cuda_gym_judge_", dir=_scratch_dir()) as tmp:
+        scratch = _scratch_prefix("judge")
+        with tempfile.TemporaryDirectory(prefix=scratch, dir=_scratch_dir()) as tmp:
             tmp_path = Path(tmp)
             if reference_as_candidate:
                 snap = tmp_path / "solution"
@@ -172,7 +173,9 @@ class Judge:
             probe = self._probes.get(key)
             if probe is not None:
                 return probe
-            with tempfile.TemporaryDirectory(prefix="cuda_gym_probe_", dir=_scratch_dir()) as tmp:
+            with tempfile.TemporaryDirectory(
+                prefix=_scratch_prefix("probe"), dir=_scratch_dir()
+            ) as tmp:
                 res = self._run_worker(
                     "probe",
                     Path(tmp),
@@ -538,6 +541,23 @@ def static_violations(source: str, kernels_dir: Path | None = None) -> list[str]
                 )
     found += check_native_sources(native)
     return [f"static:{v.rule}: line {v.line}: {v.message}" for v in found]
+
+
+_SWEPT = threading.Event()
+
+
+def _scratch_prefix(kind: str) -> str:
+    """The scratch directory prefix `cuda_gym_<kind>_<pid>_`.
+
+    Directories a killed judge process left behind are recognised by their dead pid and
+    removed by the next process that judges.
+    """
+    if not _SWEPT.is_set():
+        _SWEPT.set()
+        base = Path(_scratch_dir() or tempfile.gettempdir())
+        for name in ("judge", "probe"):
+            remove_stale(base, f"cuda_gym_{name}_")
+    return f"cuda_gym_{kind}_{os.getpid()}_"
 
 
 def _scratch_dir() -> str | None:

@@ -119,7 +119,12 @@ class Timer:
         return max(0.0, statistics.median(gaps)), statistics.median(flushes)
 
     def time_ms(
-        self, fn: Callable, input_sets: Sequence[Sequence], warmup_runs: int, timed_runs: int
+        self,
+        fn: Callable,
+        input_sets: Sequence[Sequence],
+        warmup_runs: int,
+        timed_runs: int,
+        after_call: Callable[[], None] | None = None,
     ) -> tuple[dict, int, object]:
         """Median and spread of `timed_runs` calls after `warmup_runs` identical untimed ones.
 
@@ -132,7 +137,7 @@ class Timer:
         bracketing overhead allows, or when the flush before the call took longer than alone
         (work launched by the call ran beside it), work ran outside the events' stream (a side
         stream): the host figure, plus any flush excess, is the one reported, so such work is
-        counted.
+        counted. `after_call`, if given, runs after every call, outside the measurement.
 
         Returns:
             (stats, index of the input set of the last call, output of the last call). stats has
@@ -153,11 +158,15 @@ class Timer:
         while k < warmup_runs or perf_counter() < warm_until:
             index = k % len(input_sets)
             *_, out = self._timed_call(fn, _clone(input_sets[index]))
+            if after_call is not None:
+                after_call()
             k += 1
         warmup_calls = k
         for _ in range(timed_runs):
             index = k % len(input_sets)
             dev, host, flush, out = self._timed_call(fn, _clone(input_sets[index]))
+            if after_call is not None:  # outside the measurement
+                after_call()
             host_ms.append(host)
             device_ms.append(dev)
             flush_ms.append(flush)

@@ -18,6 +18,7 @@ import atexit
 import contextlib
 import os
 import secrets
+import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -102,14 +103,26 @@ def shared_arena_pool() -> ArenaPool:
 
 def remove_stale_arenas(directory: Path) -> int:
     """Remove arena files whose owning process no longer exists; return how many."""
+    return remove_stale(directory, ARENA_PREFIX)
+
+
+def remove_stale(directory: Path, prefix: str) -> int:
+    """Remove files and directories named `<prefix><pid>_...` whose process no longer exists.
+
+    Returns:
+        How many were removed.
+    """
     removed = 0
-    for path in directory.glob(f"{ARENA_PREFIX}*"):
+    for path in Path(directory).glob(f"{prefix}*"):
         try:
-            pid = int(path.name[len(ARENA_PREFIX) :].split("_")[0])
+            pid = int(path.name[len(prefix) :].split("_")[0])
         except ValueError:
             continue
         if not _alive(pid):
-            path.unlink(missing_ok=True)
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
             removed += 1
     return removed
 

@@ -286,19 +286,22 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
 
     live: list[tuple[list, list]] = []
 
+    threads = _ThreadWatch()
+
     def call(inputs: list) -> list:
         args = _clone(inputs)
         with ban:
             out = _as_list(model(*args))
+        threads.sample()
         if device == "cuda":
             torch.cuda.synchronize()
-        # Snapshot at return; compared with the live tensors later to catch work that goes on
-        # after forward returned (a detached thread, an unsynchronised stream).
+        # Snapshot at return, before anything else: compared with the live tensors later to
+        # catch work that goes on after forward returned (a detached thread, an unsynchronised
+        # stream). A copy on the output's own device: the later comparison needs no transfer.
+        saved = [o if _savable(o) else None for o in out]
+        snapshot = [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in saved]
         violations.extend(output_violations(out, args, inputs))
-        out = [o if _savable(o) else None for o in out]
-        # A copy on the output's own device: the later comparison needs no transfer.
-        snapshot = [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in out]
-        live.append((out, snapshot))
+        live.append((saved, snapshot))
         return snapshot
 
     try:
@@ -314,6 +317,8 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
                 for o, s in zip(out, snap)
             ):
                 violations.append("async_work: outputs changed after ModelNew.forward returned")
+            if threads.deferred():
+                violations.append(ASYNC_THREAD)
             live.clear()
             outputs = writer.put(on_device)
             repeat = writer.put(repeat_on_device)
@@ -340,9 +345,16 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
                 if req.get("timing"):
                     rep.enter("timing")
                     timing, last_set, last_out = Timer(device).time_ms(
-                        guarded, input_sets, req["warmup_runs"], req["timed_runs"]
+                        guarded,
+                        input_sets,
+                        req["warmup_runs"],
+                        req["timed_runs"],
+                        after_call=threads.sample,
                     )
                     timed = {"set": last_set, "outputs": writer.put(_as_list(last_out))}
+                    time.sleep(0.05)
+                    if threads.deferred():
+                        violations.append(ASYNC_THREAD)
                 # On the GPU a timed judgement is always profiled: the candidate's own kernels
                 # must account for the GPU time, and the kernel sum cross-checks the timer.
                 if req.get("profile") or (req.get("timing") and device == "cuda"):
@@ -359,7 +371,7 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
                 }
             )
             return
-        violations = _ban_violations(ban) + _tampered(harness)
+        violations = _ban_violations(ban) + _tampered(harness) + violations
     writer.save({"trials": outputs, "repeat": repeat, "timed": timed}, req["outputs_path"])
     rep.finish(
         {
@@ -394,6 +406,35 @@ def _gpu_state(device: str) -> dict | None:
         except Exception:  # NVML missing, not permitted, or an older torch: keep what works
             state[key] = None
     return state
+
+
+ASYNC_THREAD = "async_work: ModelNew.forward started a host thread that outlived the call"
+
+
+def _thread_ids() -> set[int]:
+    try:
+        return {int(t) for t in os.listdir("/proc/self/task")}
+    except OSError:  # no procfs: the output snapshots remain the check
+        return set()
+
+
+class _ThreadWatch:
+    """Host threads that ModelNew.forward started and left running when it returned.
+
+    Sampled right after each call returns. A thread seen that way which has ended by the time
+    `deferred` is asked did work after the call returned (a detached thread finishing the
+    outputs); threads that stay (pools, e.g. OpenMP's) are allowed.
+    """
+
+    def __init__(self) -> None:
+        self.known = _thread_ids()
+        self.seen: set[int] = set()
+
+    def sample(self) -> None:
+        self.seen |= _thread_ids() - self.known
+
+    def deferred(self) -> bool:
+        return bool(self.seen - _thread_ids())
 
 
 def _harness_objects() -> dict:

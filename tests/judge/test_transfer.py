@@ -122,3 +122,19 @@ def test_arenas_of_dead_processes_are_removed(tmp_path):
     mine.touch()
     assert remove_stale_arenas(tmp_path) == 1
     assert not stale.exists() and mine.exists()
+
+
+def test_scratch_directories_of_dead_processes_are_removed(tmp_path):
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        text=True,
+        capture_output=True,
+        check=True,
+    )
+    stale = tmp_path / f"cuda_gym_judge_{dead.stdout.strip()}_abc"
+    (stale / "solution").mkdir(parents=True)
+    (stale / "solution" / "model_new.py").write_text("x = 1\n")
+    live = tmp_path / f"cuda_gym_judge_{os.getpid()}_abc"
+    live.mkdir()
+    assert transfer.remove_stale(tmp_path, "cuda_gym_judge_") == 1
+    assert not stale.exists() and live.exists()
