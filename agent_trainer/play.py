@@ -91,10 +91,10 @@ async def ensure_action(episode: Episode, generate: GenerateFn) -> Episode:
     return episode
 
 
-def clipped_reward(episode: Episode, config: AgentConfig) -> float:
-    """The episode's reward clipped to `config.reward_clip` (the trainer's clip range)."""
+def clipped_reward(reward: float, config: AgentConfig) -> float:
+    """An episode's reward clipped to `config.reward_clip` (the trainer's clip range)."""
     low, high = config.reward_clip
-    return min(max(float(episode.reward), low), high)
+    return min(max(float(reward), low), high)
 
 
 def success_score(episode: Episode, config: AgentConfig) -> float:

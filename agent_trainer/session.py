@@ -48,6 +48,7 @@ class EnvSession:
         terminated: The env terminated (the agent submitted).
         truncated: The env truncated (its own turn, time or invalid-action budget).
         stop_reason: The env's stop reason ("submit", "max_turns", ...), or "" while running.
+        budget_spent: A trainer-side budget ended the episode (`submit_on_budget`).
         steps: Steps taken, the budget's submit excluded.
         env_s: Seconds spent in `env.reset` and `env.step`.
     """
@@ -62,13 +63,14 @@ class EnvSession:
         self.terminated = False
         self.truncated = False
         self.stop_reason = ""
+        self.budget_spent = False
         self.steps = 0
         self.env_s = 0.0
 
     @property
     def ended(self) -> bool:
-        """The env ended the episode, or raised."""
-        return self.terminated or self.truncated or self.error is not None
+        """The env or a trainer-side budget ended the episode, or the env raised."""
+        return self.terminated or self.truncated or self.budget_spent or self.error is not None
 
     @property
     def reward(self) -> float:
@@ -112,7 +114,10 @@ class EnvSession:
         The judged reward is added to `rewards`; `terminated` and `stop_reason` are left to the
         caller, since the agent did not submit.
         """
-        if self.ended or not self.config.judge_on_budget:
+        if self.ended:
+            return
+        self.budget_spent = True
+        if not self.config.judge_on_budget:
             return
         result = self._step(SUBMIT_ACTION)
         if self.error is None:

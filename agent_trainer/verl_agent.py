@@ -101,7 +101,7 @@ def to_agent_loop_output(episode: Episode, config: AgentConfig) -> AgentLoopOutp
         response_ids=ids[start:],
         response_mask=mask,
         response_logprobs=None if logprobs is None else list(logprobs[start:]),
-        reward_score=clipped_reward(episode, config),
+        reward_score=clipped_reward(episode.reward, config),
         num_turns=len(episode.messages) - 1,  # user, assistant and feedback messages
         metrics={
             "generate_sequences": episode.logs.get("generation_s", 0.0),

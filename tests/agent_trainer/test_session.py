@@ -25,12 +25,14 @@ def test_budget_submit_judges_the_workspace_unless_disabled():
     session.step("run")
     session.submit_on_budget()
     assert env.actions == ["run", SUBMIT_ACTION] and session.reward == 3.0
-    assert not session.terminated and session.steps == 1
+    assert not session.terminated and session.ended and session.steps == 1
+    session.submit_on_budget()  # once only
+    assert env.actions == ["run", SUBMIT_ACTION]
     env = ScriptedEnv()
     session = EnvSession(env, RunnerConfig(judge_on_budget=False))
     session.reset()
     session.submit_on_budget()
-    assert env.actions == [] and session.reward == 0.0
+    assert env.actions == [] and session.reward == 0.0 and session.ended
 
 
 def test_env_exceptions_become_the_error_and_the_penalty():
