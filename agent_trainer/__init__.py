@@ -2,8 +2,10 @@
 
     python -m agent_trainer pipeline --config agent_trainer/recipes/one_gpu.yaml --dry-run
 
-The episode runner (`run_episode`) is framework-free; `agent_trainer.openrlhf_agent` holds the
-OpenRLHF AgentExecutor (imported only where OpenRLHF is installed).
+The episode runner (`run_episode`) is framework-free. Trainer adapters are imported only where
+their trainer is installed: `agent_trainer.openrlhf_agent` (OpenRLHF AgentExecutor),
+`agent_trainer.verl_agent` (verl AgentLoopBase) and `agent_trainer.trl_env` (TRL GRPOTrainer
+`environment_factory`).
 """
 
 from agent_trainer.config import AgentConfig, RunnerConfig

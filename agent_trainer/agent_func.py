@@ -33,20 +33,27 @@ class AgentExecutor(CudaGymAgentExecutor):
 '''
 
 
-def write_agent_func(run_dir: str | Path, config: AgentConfig) -> Path:
-    """Write `agent_config.json` and `agent_func.py` into `run_dir`; return the .py path."""
+def write_agent_config(run_dir: str | Path, config: AgentConfig) -> tuple[Path, str]:
+    """Write `agent_config.json` into `run_dir`; return its absolute path and SHA-256."""
     run_dir = Path(run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "agent_config.json"
     text = json.dumps(to_dict(config), indent=2, sort_keys=True) + "\n"
     config_path.write_text(text)
+    return config_path, hashlib.sha256(text.encode()).hexdigest()
+
+
+def write_agent_func(run_dir: str | Path, config: AgentConfig) -> Path:
+    """Write `agent_config.json` and `agent_func.py` into `run_dir`; return the .py path."""
+    run_dir = Path(run_dir).resolve()
+    config_path, sha = write_agent_config(run_dir, config)
     path = run_dir / "agent_func.py"
     path.write_text(
         TEMPLATE.format(
             run_dir=run_dir,
             path=path,
             config_path=str(config_path),
-            sha=hashlib.sha256(text.encode()).hexdigest(),
+            sha=sha,
         )
     )
     return path

@@ -24,6 +24,9 @@ class RunnerConfig:
     Attributes:
         max_turns: Model turns per episode before the runner ends it (the env may end it first).
         max_length: Token budget of the whole sequence: prompt, actions and feedback.
+        max_response_length: Token budget of what follows the first prompt (actions and
+            feedback), for trainers that size the two parts apart (verl's response_length);
+            None: only `max_length` applies.
         max_tokens_per_turn: Most tokens the model may generate in one turn.
         stop: Extra stop strings for generation (the end-of-turn token always stops it).
         system_prompt: System text; the env's tool schemas are appended to it.
@@ -35,6 +38,7 @@ class RunnerConfig:
 
     max_turns: int = 40
     max_length: int = 32768
+    max_response_length: int | None = None
     max_tokens_per_turn: int = 8192
     stop: tuple[str, ...] = ()
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
@@ -47,6 +51,8 @@ class RunnerConfig:
             raise ValueError("max_turns must be at least 1")
         if self.max_tokens_per_turn < 1:
             raise ValueError("max_tokens_per_turn must be at least 1")
+        if self.max_response_length is not None and self.max_response_length < 1:
+            raise ValueError("max_response_length must be at least 1, or None for no limit")
         if self.max_length <= self.max_tokens_per_turn // 64:
             raise ValueError("max_length is too small; give the whole sequence more tokens")
         if self.feedback_role not in ("user", "tool"):

@@ -13,18 +13,14 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
-import json
 import logging
-import os
 from typing import Any
 
 from openrlhf.utils.agent import AgentExecutorBase
 
 from agent_trainer.config import AgentConfig
-from agent_trainer.dataset import parse_label
-from agent_trainer.envs import make_env
 from agent_trainer.episode import Episode, Generation
-from agent_trainer.runner import run_episode
+from agent_trainer.play import clipped_reward, ensure_action, play_label, success_score
 
 logger = logging.getLogger(__name__)
 
@@ -49,22 +45,6 @@ def engine_generate(llm_engine: Any, sampling_params: Any):
     return generate
 
 
-class _LabelErrorEnv:
-    """An env whose reset reports a bad dataset label (so it becomes an env-error episode)."""
-
-    def __init__(self, error: Exception) -> None:
-        self.error = error
-
-    def reset(self, **_: Any):
-        raise self.error
-
-    def step(self, action: Any):
-        raise self.error
-
-    def close(self) -> None:
-        pass
-
-
 class CudaGymAgentExecutor(AgentExecutorBase):
     """Plays one Gym episode per `execute` call; at most `max_concurrent_episodes` at once."""
 
@@ -85,53 +65,21 @@ class CudaGymAgentExecutor(AgentExecutorBase):
         generate = engine_generate(llm_engine, sampling_params)
         async with self.slots:
             episode = await self.play(label, generate, hf_tokenizer, max_length)
-        if not episode.action_ranges:
-            # The env failed before the first turn. OpenRLHF needs at least one action token
-            # to form a sample, so take one real token from the policy; it gets the penalty.
-            gen = await generate(episode.token_ids, 1, [])
-            start = len(episode.token_ids)
-            episode.token_ids = episode.token_ids + gen.token_ids
-            episode.action_ranges = [(start, len(episode.token_ids))]
-            if gen.logprobs is None:
-                episode.rollout_log_probs = None
-            elif episode.rollout_log_probs is not None:
-                episode.rollout_log_probs = episode.rollout_log_probs + gen.logprobs
+        # OpenRLHF needs at least one action token to form a sample.
+        episode = await ensure_action(episode, generate)
         return to_openrlhf(prompt, label, episode, self.config, images)
 
     async def play(self, label: Any, generate, tokenizer, max_length: int) -> Episode:
         """Make the env, play the episode, close the env; env failures end in a penalty."""
-        try:
-            options, seed = parse_label(label)
-            env = await asyncio.to_thread(make_env, self.config)
-        except (ValueError, TypeError) as exc:
-            options, seed, env = None, None, _LabelErrorEnv(exc)
         runner = self.config.runner
         if max_length and max_length < runner.max_length:
             runner = dataclasses.replace(runner, max_length=max_length)
-        try:
-            episode = await run_episode(env, generate, tokenizer, runner, seed=seed,
-                                        options=options)
-        finally:
-            await asyncio.to_thread(_close, env)
-        self._record(label, episode)
-        return episode
-
-    def _record(self, label: Any, episode: Episode) -> None:
-        directory = self.config.trajectory_dir
-        if not directory:
-            return
-        os.makedirs(directory, exist_ok=True)
-        path = os.path.join(directory, f"episodes-{os.getpid()}.jsonl")
-        with open(path, "a") as f:
-            f.write(json.dumps({"label": label, **episode.to_json()}) + "\n")
+        return await play_label(self.config, label, generate, tokenizer, runner)
 
 
 def to_openrlhf(prompt: Any, label: Any, episode: Episode, config: AgentConfig,
                 images: Any = None) -> dict:
     """The dict OpenRLHF 0.11.x reads from `execute` (samples_generator)."""
-    low, high = config.reward_clip
-    reward = min(max(float(episode.reward), low), high)
-    success = episode.error is None and episode.reward >= config.success_reward
     return {
         "prompt": prompt,
         "label": label,
@@ -140,15 +88,9 @@ def to_openrlhf(prompt: Any, label: Any, episode: Episode, config: AgentConfig,
         "observation_tokens": list(episode.token_ids),
         "action_ranges": [tuple(r) for r in episode.action_ranges],
         "rollout_log_probs": episode.rollout_log_probs,
-        "reward": reward,
-        "scores": 1.0 if success else 0.0,
+        "reward": clipped_reward(episode.reward, config),
+        "scores": success_score(episode, config),
         "extra_logs": dict(episode.logs),
         "truncated": bool(episode.truncated),
     }
 
-
-def _close(env: Any) -> None:
-    try:
-        env.close()
-    except Exception as exc:  # closing must not turn a finished episode into a failure
-        logger.warning("env.close failed: %s", exc)

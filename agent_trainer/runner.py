@@ -14,20 +14,20 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agent_trainer.chat import ChatFormat, ChatTokenizer, system_text
+from agent_trainer.chat import ChatFormat, ChatTokenizer
 from agent_trainer.config import RunnerConfig
 from agent_trainer.episode import LOG_KEYS, Episode, Generation, Turn
+from agent_trainer.session import SUBMIT_ACTION, EnvSession
 
 logger = logging.getLogger(__name__)
 
 GenerateFn = Callable[[list[int], int, list[str]], Awaitable[Generation]]
 
-SUBMIT_ACTION = '<tool_call>{"name": "submit", "arguments": {}}</tool_call>'
-"""What the runner sends when its own budget ends the episode and `judge_on_budget` is set."""
+__all__ = ["SUBMIT_ACTION", "GenerateFn", "run_episode"]
 
 
 class _State:
-    """Mutable bookkeeping of one episode."""
+    """Mutable token-side bookkeeping of one episode (the env side is an EnvSession)."""
 
     def __init__(self) -> None:
         self.ids: list[int] = []
@@ -35,15 +35,11 @@ class _State:
         self.ranges: list[tuple[int, int]] = []
         self.messages: list[dict] = []
         self.turns: list[Turn] = []
-        self.rewards: list[float] = []
+        self.budget = 0
         self.done = False
         self.truncated = False
         self.stop_reason = ""
-        self.error: str | None = None
-        self.info: dict[str, Any] = {}
-        self.task_id: str | None = None
         self.generation_s = 0.0
-        self.env_s = 0.0
 
 
 async def run_episode(
@@ -68,55 +64,47 @@ async def run_episode(
     """
     config = config or RunnerConfig()
     chat = ChatFormat(tokenizer, config.feedback_role)
+    session = EnvSession(env, config)
     st = _State()
-    start = time.monotonic()
-    try:
-        obs, info = await asyncio.to_thread(env.reset, seed=seed, options=options)
-        st.task_id = info.get("task_id")
-        system = system_text(config.system_prompt, info.get("tools"))
-    except Exception as exc:  # the env failed: the episode ends with a penalty
-        logger.warning("env.reset failed: %s", exc, exc_info=True)
-        st.error = f"reset: {type(exc).__name__}: {exc}"
-        obs = "The environment failed to start; no task is available."
-        system = config.system_prompt
-    st.env_s += time.monotonic() - start
+    obs, system = await asyncio.to_thread(session.reset, seed, options)
     st.messages = [{"role": "system", "content": system}, {"role": "user", "content": obs}]
     st.ids = _encode(tokenizer, chat.prompt(st.messages))
     prompt_length = len(st.ids)
     st.logprobs = [0.0] * prompt_length
+    st.budget = config.max_length
+    if config.max_response_length is not None:
+        st.budget = min(st.budget, prompt_length + config.max_response_length)
 
-    if st.error is None:
-        await _play(env, generate, tokenizer, chat, config, st)
-    if st.error is not None:
+    if session.error is None:
+        await _play(session, generate, tokenizer, chat, config, st)
+    if session.error is not None:
         st.stop_reason = "env_error"
         st.done = False
         st.truncated = False
-        reward = float(config.env_error_penalty)
-    else:
-        reward = float(sum(st.rewards))
+    reward = session.reward
     return Episode(
         token_ids=st.ids,
         prompt_length=prompt_length,
         action_ranges=st.ranges,
         rollout_log_probs=st.logprobs,
         messages=st.messages,
-        turn_rewards=st.rewards,
+        turn_rewards=list(session.rewards),
         reward=reward,
         done=st.done,
         truncated=st.truncated,
         stop_reason=st.stop_reason,
-        error=st.error,
-        task_id=st.task_id,
+        error=session.error,
+        task_id=session.task_id,
         turns=st.turns,
-        logs=_logs(st, reward),
-        info=st.info,
+        logs=_logs(st, session, reward),
+        info=session.info,
     )
 
 
-async def _play(env, generate, tokenizer, chat, config, st: _State) -> None:
+async def _play(session: EnvSession, generate, tokenizer, chat, config, st: _State) -> None:
     finish_reason = "stop"
     for _ in range(config.max_turns):
-        remaining = config.max_length - len(st.ids)
+        remaining = st.budget - len(st.ids)
         if remaining <= 0:
             st.stop_reason = "token_budget"
             break
@@ -137,27 +125,26 @@ async def _play(env, generate, tokenizer, chat, config, st: _State) -> None:
             st.logprobs = None
         st.messages.append({"role": "assistant", "content": gen.text})
 
-        obs, reward, terminated, truncated, info, env_s = await _step(env, gen.text, st)
-        if st.error is not None:
-            st.turns.append(_turn(gen, "", 0.0, 0, {}, gen_s, env_s))
+        step = await asyncio.to_thread(session.step, gen.text)
+        obs, reward, info = step.observation, step.reward, step.info
+        if session.error is not None:
+            st.turns.append(_turn(gen, "", 0.0, 0, {}, gen_s, step.env_s))
             return
-        st.rewards.append(reward)
-        st.info = info
-        if terminated or truncated:
+        if session.ended:
             st.messages.append({"role": config.feedback_role, "content": obs})
-            st.turns.append(_turn(gen, obs, reward, 0, info, gen_s, env_s))
-            st.done = bool(terminated)
-            st.truncated = bool(truncated) or finish_reason == "length"
-            st.stop_reason = info.get("stop_reason") or ("submit" if terminated else "max_turns")
+            st.turns.append(_turn(gen, obs, reward, 0, info, gen_s, step.env_s))
+            st.done = session.terminated
+            st.truncated = session.truncated or finish_reason == "length"
+            st.stop_reason = session.stop_reason
             return
         full_action = tokenizer.decode(gen.token_ids, skip_special_tokens=False)
         feedback_ids = _encode(tokenizer, chat.feedback(full_action, obs))
-        if len(st.ids) + len(feedback_ids) >= config.max_length:
+        if len(st.ids) + len(feedback_ids) >= st.budget:
             # No room for the feedback and a next action: the token budget ends the episode.
-            st.turns.append(_turn(gen, obs, reward, 0, info, gen_s, env_s))
+            st.turns.append(_turn(gen, obs, reward, 0, info, gen_s, step.env_s))
             st.stop_reason = "token_budget"
             break
-        st.turns.append(_turn(gen, obs, reward, len(feedback_ids), info, gen_s, env_s))
+        st.turns.append(_turn(gen, obs, reward, len(feedback_ids), info, gen_s, step.env_s))
         st.ids.extend(feedback_ids)
         if st.logprobs is not None:
             st.logprobs.extend([0.0] * len(feedback_ids))
@@ -167,25 +154,7 @@ async def _play(env, generate, tokenizer, chat, config, st: _State) -> None:
 
     # The runner's own budget ended the episode.
     st.truncated = True
-    if config.judge_on_budget:
-        _obs, reward, _term, _trunc, info, _ = await _step(env, SUBMIT_ACTION, st)
-        if st.error is None:
-            st.rewards.append(reward)
-            st.info = info
-
-
-async def _step(env, action: str, st: _State):
-    t0 = time.monotonic()
-    try:
-        obs, reward, terminated, truncated, info = await asyncio.to_thread(env.step, action)
-        reward = float(reward)
-    except Exception as exc:  # the env failed: the episode ends with a penalty
-        logger.warning("env.step failed: %s", exc, exc_info=True)
-        st.error = f"step: {type(exc).__name__}: {exc}"
-        obs, reward, terminated, truncated, info = "", 0.0, False, False, {}
-    env_s = time.monotonic() - t0
-    st.env_s += env_s
-    return obs, reward, terminated, truncated, info, env_s
+    await asyncio.to_thread(session.submit_on_budget)
 
 
 def _turn(gen: Generation, obs: str, reward: float, feedback_tokens: int, info: dict,
@@ -209,14 +178,14 @@ def _encode(tokenizer: ChatTokenizer, text: str) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-def _logs(st: _State, reward: float) -> dict[str, float]:
-    components = st.info.get("reward_components") or {}
+def _logs(st: _State, session: EnvSession, reward: float) -> dict[str, float]:
+    components = session.info.get("reward_components") or {}
     action_tokens = sum(e - s for s, e in st.ranges)
     logs = {
         "turns": len(st.turns),
         "tool_calls": sum(len(t.tool_calls) for t in st.turns),
         "invalid_actions": sum(t.invalid_action for t in st.turns),
-        "env_error": st.error is not None,
+        "env_error": session.error is not None,
         "terminated": st.done,
         "budget_truncated": st.truncated,
         "hit_turn_cap": st.stop_reason == "turn_cap",
@@ -230,7 +199,7 @@ def _logs(st: _State, reward: float) -> dict[str, float]:
         "feedback_tokens": sum(t.feedback_tokens for t in st.turns),
         "total_tokens": len(st.ids),
         "generation_s": st.generation_s,
-        "env_s": st.env_s,
+        "env_s": session.env_s,
     }
     assert tuple(logs) == LOG_KEYS  # internal invariant: the key set never varies
     return {k: float(v) for k, v in logs.items()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import gymnasium as gym
@@ -12,6 +13,8 @@ from cuda_gym.spaces import AgentText
 
 class ScriptedEnv(gym.Env):
     """A text env: each step answers "obs N"; `submit` in the action ends with `final_reward`.
+
+    Actions are text or parsed calls (dicts, matched on their JSON text).
 
     `fail_on` = ("reset" | "step", n) raises RuntimeError at that call.
     """
@@ -44,6 +47,8 @@ class ScriptedEnv(gym.Env):
 
     def step(self, action):
         self.actions.append(action)
+        if not isinstance(action, str):  # a parsed call, e.g. {"name": "submit", "arguments": {}}
+            action = json.dumps(action)
         n = len(self.actions)
         if self.fail_on == ("step", n):
             raise RuntimeError("compiler service lost")

@@ -162,7 +162,7 @@ def test_no_logprobs_requested_gives_none(tok):
 def test_concurrent_episodes_are_bounded_per_engine(tok):
     executor = CudaGymAgentExecutor(agent(max_concurrent_episodes=2))
     engine = FakeEngine(tok)
-    ScriptedEnv.max_active = 0
+    ScriptedEnv.active = ScriptedEnv.max_active = 0  # other modules may leave envs open
 
     async def many():
         return await asyncio.gather(*[

@@ -164,3 +164,14 @@ def test_feedback_glue_follows_any_chat_template():
     assert chat.feedback("call", "obs") == "<|eot_id|>" + expected
     # Overlap is never found in plain whitespace or in the feedback itself.
     assert chat.feedback("call\n", "obs") == "<|eot_id|>" + expected
+
+
+def test_response_budget_caps_what_follows_the_first_prompt(tok):
+    env = ScriptedEnv()
+    model = ScriptedModel(tok, ["x" * 30] * 10)
+    ep = play(env, model, tok, max_response_length=100, max_tokens_per_turn=40)
+    assert ep.truncated and ep.stop_reason == "token_budget"
+    assert len(ep.token_ids) - ep.prompt_length <= 100
+    assert env.actions[-1] == SUBMIT_ACTION
+    with pytest.raises(ValueError, match="max_response_length must be at least 1"):
+        RunnerConfig(max_response_length=0)
