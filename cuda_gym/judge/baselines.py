@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from cuda_gym.judge.config import JudgeConfig
@@ -58,3 +61,19 @@ class JsonCache:
         tmp = self.root / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
         tmp.write_text(json.dumps(document, indent=1))
         tmp.replace(self.root / f"{key}.json")
+
+    @contextlib.contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        """Hold `key`'s lock across processes (an flock on `<root>/<key>.lock`).
+
+        Used so that one process computes a missing document while others wait and then read
+        it, instead of all computing it at once (on one GPU, concurrent probes of a large task
+        can exhaust its memory).
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / f"{key}.lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)

@@ -166,10 +166,11 @@ class Judge:
         probe = self._probes.get(key)
         if probe is not None:
             return probe
-        # One probe per task at a time in this process: concurrent judges wait and reuse it.
+        # One probe per task at a time, in this process and across processes: concurrent
+        # judges wait and reuse it.
         with _PROBE_LOCKS_GUARD:
             lock = _PROBE_LOCKS.setdefault(key, threading.Lock())
-        with lock:
+        with lock, self._probes.lock(key):
             probe = self._probes.get(key)
             if probe is not None:
                 return probe
