@@ -117,6 +117,24 @@ class FallbackBan(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+def _skip_dynamo_wrapper(mode_cls: type) -> None:
+    """Keep the first dispatch from importing torch._dynamo (seconds per worker process).
+
+    TorchDispatchMode wraps every subclass's __torch_dispatch__ in torch._disable_dynamo, which
+    imports torch._dynamo on the first call to build the "not traced by dynamo" wrapper. The
+    ban never runs under torch.compile (the static checks refuse it, and baselines are compiled
+    in another process without the ban), so the wrapper is not needed: marking the function as
+    its own wrapper makes the first call go straight to it. Where torch's layout differs, this
+    does nothing and the import just happens.
+    """
+    raw = getattr(mode_cls.__dict__.get("__torch_dispatch__"), "__wrapped__", None)
+    if callable(raw):
+        setattr(raw, "__dynamo_disable", raw)
+
+
+_skip_dynamo_wrapper(FallbackBan)
+
+
 class NoBan:
     """The ban lifted: a no-op context with no violations.
 
