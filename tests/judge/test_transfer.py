@@ -109,14 +109,20 @@ def test_a_forged_index_is_refused(tmp_path, entry):
         load_outputs(str(index), str(arena), "cpu")
 
 
-def test_arenas_of_dead_processes_are_removed(tmp_path):
-    dead = subprocess.run(
+def dead_pid() -> int:
+    """The pid of a process that has exited."""
+    child = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
         text=True,
         capture_output=True,
         check=True,
     )
-    stale = tmp_path / f"{transfer.ARENA_PREFIX}{dead.stdout.strip()}_abc"
+    return int(child.stdout)
+
+
+def test_arenas_of_dead_processes_are_removed(tmp_path):
+    dead = dead_pid()
+    stale = tmp_path / f"{transfer.ARENA_PREFIX}{dead}_abc"
     mine = tmp_path / f"{transfer.ARENA_PREFIX}{os.getpid()}_abc"
     stale.touch()
     mine.touch()
@@ -125,13 +131,8 @@ def test_arenas_of_dead_processes_are_removed(tmp_path):
 
 
 def test_scratch_directories_of_dead_processes_are_removed(tmp_path):
-    dead = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        text=True,
-        capture_output=True,
-        check=True,
-    )
-    stale = tmp_path / f"cuda_gym_judge_{dead.stdout.strip()}_abc"
+    dead = dead_pid()
+    stale = tmp_path / f"cuda_gym_judge_{dead}_abc"
     (stale / "solution").mkdir(parents=True)
     (stale / "solution" / "model_new.py").write_text("x = 1\n")
     live = tmp_path / f"cuda_gym_judge_{os.getpid()}_abc"
