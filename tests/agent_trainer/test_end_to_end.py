@@ -10,6 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
+pytest.importorskip("openrlhf", reason="the trainer extra (openrlhf) is not installed")
+
 from agent_trainer.config import AgentConfig, RunnerConfig
 from agent_trainer.episode import LOG_KEYS
 from agent_trainer.openrlhf_agent import CudaGymAgentExecutor

@@ -8,6 +8,8 @@ from types import SimpleNamespace
 import gymnasium as gym
 import pytest
 import torch
+
+pytest.importorskip("openrlhf", reason="the trainer extra (openrlhf) is not installed")
 from openrlhf.utils.agent import AgentExecutorBase
 
 from agent_trainer.agent_func import load_agent_config, write_agent_func

@@ -13,8 +13,10 @@ import sys
 from types import SimpleNamespace
 
 import gymnasium as gym
-import hydra
 import pytest
+
+pytest.importorskip("verl", reason="the trainer extra (verl) is not installed")
+import hydra  # noqa: E402
 from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import (
     AgentLoopBase,
