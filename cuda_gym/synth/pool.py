@@ -5,7 +5,7 @@
 The local pool keeps long-lived worker processes (torch is imported once per worker), gives each
 job a deadline, and replaces a worker that dies or runs past it: a hung or crashing task costs
 one worker restart and comes back as an error result. Workers that share a device time under one
-lock, so timings are never taken while another worker times.
+lock per device, so a device is never timed while another worker times on it.
 """
 
 from __future__ import annotations
@@ -113,17 +113,22 @@ class LocalProcessPool:
         self._ctx = mp.get_context("spawn")
         self._target = target
         self._timeout_s = timeout_s
-        self._lock = self._ctx.Lock()
         self._env = dict(env or {})
         self._per_worker = per_worker_env or [{}] * workers
+        # One timing lock per device: workers with the same extra environment (the same
+        # CUDA_VISIBLE_DEVICES) share a lock, so two GPUs time at once but one GPU never does.
+        self._locks = {self._group(i): self._ctx.Lock() for i in range(workers)}
         self._workers = [self._start(i) for i in range(workers)]
         self._queue: deque = deque()
         self._done: deque[JobResult] = deque()
         self._pending = 0
 
+    def _group(self, index: int) -> tuple:
+        return tuple(sorted(self._per_worker[index % len(self._per_worker)].items()))
+
     def _start(self, index: int) -> _Worker:
         env = {**self._env, **self._per_worker[index % len(self._per_worker)]}
-        return _Worker(self._ctx, self._target, self._lock, env)
+        return _Worker(self._ctx, self._target, self._locks[self._group(index)], env)
 
     @property
     def pending(self) -> int:
@@ -202,7 +207,7 @@ class LocalProcessPool:
         self._workers = []
         self._queue.clear()
         self._pending = 0
-        self._lock = None
+        self._locks = {}
 
     def __enter__(self) -> LocalProcessPool:
         return self

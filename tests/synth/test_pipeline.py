@@ -125,6 +125,29 @@ def test_process_pool_survives_a_hung_job():
     assert results["fast"].ok and results["fast"].value == 0
 
 
+def _locked_span(payload, lock):
+    with lock:
+        start = time.monotonic()
+        time.sleep(payload)
+        return start, time.monotonic()
+
+
+def _overlap(spans) -> bool:
+    (a0, a1), (b0, b1) = sorted(spans)
+    return b0 < a1
+
+
+@pytest.mark.parametrize("devices,overlap", [(("0", "1"), True), (("0", "0"), False)])
+def test_process_pool_has_one_timing_lock_per_device(devices, overlap):
+    env = [{"CUDA_VISIBLE_DEVICES": d} for d in devices]
+    target = "tests.synth.test_pipeline:_locked_span"
+    with LocalProcessPool(target, workers=2, timeout_s=60, per_worker_env=env) as pool:
+        for key in ("a", "b"):
+            pool.submit(key, 1.0)
+        spans = [pool.next_result().value for _ in range(2)]
+    assert _overlap(spans) is overlap
+
+
 @pytest.mark.slow
 def test_cli_synth_writes_tasks_that_load_and_are_judgeable(tmp_path, capsys):
     out = tmp_path / "x.parquet"
