@@ -85,9 +85,11 @@ def _as_list(out) -> list:
 
 
 def _short_traceback(exc: BaseException, keep: int = 12) -> str:
+    """The exception in one line (what a reader needs first), then the end of its traceback."""
+    message = next((line for line in str(exc).splitlines() if line.strip()), "")
     lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
     text = "".join(lines[-keep:])
-    return text[-4000:]
+    return f"{type(exc).__name__}: {message[:300]}\n{text[-4000:]}"
 
 
 def _device_name(device: str) -> str:

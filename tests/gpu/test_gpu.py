@@ -35,7 +35,7 @@ def test_correct_cuda_kernel_is_accepted_and_timed(judge, task, tmp_path):
     assert verdict.reward >= 1 and verdict.trials == 5
     assert verdict.time_ms["candidate"] > 0 and verdict.time_ms["eager"] > 0
     assert verdict.time_ms["compile"] > 0
-    assert "gated_multiply_kernel" in verdict.profile_table
+    assert "gated_multiply_vec4" in verdict.profile_table
     keys = (
         "time_ms",
         "speedup_vs_eager",
