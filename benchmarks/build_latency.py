@@ -8,6 +8,8 @@ Run from the repository root::
 A workspace of one kernel file and one torch binding file (the kernel file needs no torch
 headers) is built through the judge's build path (`cuda_gym.judge.build.build_kernels`) in a
 fresh cache: cold, then cached (identical sources), then after an edit of the kernel file only.
+The same three builds are measured for the kernel-only workspace (the kernel file alone, its
+host function declared `extern "C"`, built as a plain library: `judge/plain_build.py`).
 The same sources are built in the same run with `torch.utils.cpp_extension.load_inline`, cold
 (fresh extensions directory) and after the same edit, each in a fresh process as a solution
 would. Every figure is the median of --repeats rounds; ratios are ours over load_inline's.
@@ -72,17 +74,21 @@ print(time.perf_counter() - start)
 """
 
 
-def _workspace(root: Path, device: str, factor: str) -> Path:
+def _workspace(root: Path, device: str, factor: str, kernel_only: bool = False) -> Path:
     kernels = root / "kernels"
     kernels.mkdir(parents=True)
     suffix = ".cu" if device == "cuda" else ".cpp"
     template = CUDA_KERNEL if device == "cuda" else CPU_KERNEL
-    (kernels / f"kernel{suffix}").write_text(template % factor)
-    (kernels / "binding.cpp").write_text(BINDING)
+    source = template % factor
+    if kernel_only:  # no binding: the host function is called through kernels_ext directly
+        source = source.replace("void scale_kernel(const", 'extern "C" void scale_kernel(const')
+    else:
+        (kernels / "binding.cpp").write_text(BINDING)
+    (kernels / f"kernel{suffix}").write_text(source)
     return kernels
 
 
-def _ours(device: str, tmp: Path) -> dict[str, float]:
+def _ours(device: str, tmp: Path, kernel_only: bool = False) -> dict[str, float]:
     config = JudgeConfig(device=device, cache_dir=tmp / "cache")
     arch = None
     if device == "cuda":
@@ -94,7 +100,8 @@ def _ours(device: str, tmp: Path) -> dict[str, float]:
         ("cached", "b", "2.0f"),
         ("kernel_edit", "c", "3.0f"),
     ):
-        result = build_kernels(_workspace(tmp / root, device, factor), config, arch)
+        kernels = _workspace(tmp / root, device, factor, kernel_only)
+        result = build_kernels(kernels, config, arch)
         if not result.ok:
             raise SystemExit(f"build failed: {result.errors}")
         times[label] = result.duration_s
@@ -127,18 +134,19 @@ def main(argv: list[str] | None = None) -> None:
     for i in range(args.repeats):
         with tempfile.TemporaryDirectory(prefix="build_latency_") as tmp_name:
             tmp = Path(tmp_name)
-            ours = _ours(args.device, tmp)
+            ours = _ours(args.device, tmp / "binding")
+            kernel_only = _ours(args.device, tmp / "kernel_only", kernel_only=True)
             inline_dir = tmp / "inline"
             inline = {
                 "cold": _inline(args.device, tmp, "2.0f", inline_dir),
                 "cached": _inline(args.device, tmp, "2.0f", inline_dir),
                 "kernel_edit": _inline(args.device, tmp, "3.0f", inline_dir),
             }
-        rounds.append({"ours": ours, "load_inline": inline})
-        print(f"round {i}: ours {ours}  load_inline {inline}", flush=True)
+        rounds.append({"ours": ours, "ours_kernel_only": kernel_only, "load_inline": inline})
+        print(f"round {i}: ours {ours} kernel-only {kernel_only} load_inline {inline}", flush=True)
     medians = {
         who: {k: statistics.median(r[who][k] for r in rounds) for k in rounds[0][who]}
-        for who in ("ours", "load_inline")
+        for who in ("ours", "ours_kernel_only", "load_inline")
     }
     result = {
         "command": " ".join(["python -m benchmarks.build_latency", *(argv or sys.argv[1:])]),
@@ -149,11 +157,15 @@ def main(argv: list[str] | None = None) -> None:
         "ratio_ours_over_load_inline": {
             k: medians["ours"][k] / medians["load_inline"][k] for k in medians["ours"]
         },
+        "ratio_kernel_only_over_load_inline": {
+            k: medians["ours_kernel_only"][k] / medians["load_inline"][k] for k in medians["ours"]
+        },
         "rounds": rounds,
         "notes": "load_inline 'cached' and 'kernel_edit' run in a fresh process with the same "
         "build directory (its own ninja incrementality); times include that process's start.",
     }
-    print(json.dumps({k: result[k] for k in ("median_s", "ratio_ours_over_load_inline")}, indent=1))
+    keys = ("median_s", "ratio_ours_over_load_inline", "ratio_kernel_only_over_load_inline")
+    print(json.dumps({k: result[k] for k in keys}, indent=1))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
 

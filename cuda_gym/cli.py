@@ -3,7 +3,8 @@
 Usage::
 
     cuda-gym demo [--device auto|cuda|cpu] [--task ID] [--json]
-    cuda-gym judge TASK SOLUTION.py [--kernels DIR] [--device ...] [--mode ...] [--reward ...]
+    cuda-gym judge TASK SOLUTION.py|WORKSPACE [--kernels DIR] [--device ...] [--mode ...]
+                   [--reward ...]
     cuda-gym tasks list [--json]
     cuda-gym synth --n N --device cuda|cpu --seed S --out DIR_OR_FILE.parquet [...]
 """
@@ -58,10 +59,18 @@ def cmd_judge(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     task = load_task(args.task).for_device(device)
     config = JudgeConfig(device=device, tolerance_mode=args.mode, reward=args.reward)
+    solution = Path(args.solution)
+    kernels = args.kernels
+    if solution.is_dir():  # a workspace: model_new.py and, if present, kernels/
+        kernels = kernels or (solution / "kernels" if (solution / "kernels").is_dir() else None)
+        solution = solution / "model_new.py"
+    if not solution.is_file():
+        print(f"error: no solution file at {solution}", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="cuda_gym_cli_") as tmp:
-        shutil.copyfile(args.solution, Path(tmp) / "model_new.py")
-        if args.kernels:
-            shutil.copytree(args.kernels, Path(tmp) / "kernels")
+        shutil.copyfile(solution, Path(tmp) / "model_new.py")
+        if kernels:
+            shutil.copytree(kernels, Path(tmp) / "kernels")
         verdict = Judge(config).evaluate(task, tmp, timing=not args.no_timing)
     result = verdict.to_dict()
     if args.json:
@@ -128,7 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument(
         "task", help="task file (class Model, get_inputs, get_init_inputs) or a built-in task id"
     )
-    judge.add_argument("solution", help="solution file defining class ModelNew")
+    judge.add_argument(
+        "solution",
+        help="solution file defining class ModelNew, or a workspace directory (model_new.py, "
+        "kernels/)",
+    )
     judge.add_argument("--kernels", help="directory of kernel sources, built as kernels_ext")
     judge.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     judge.add_argument(

@@ -24,11 +24,13 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 from cuda_gym.errors import WorkerError
+from cuda_gym.judge import plain_build
 from cuda_gym.judge.config import JudgeConfig
 from cuda_gym.judge.verdict import BuildResult
 from cuda_gym.runtime import python_child_env, run_process
@@ -211,7 +213,8 @@ def build_kernels(kernels_dir: Path, config: JudgeConfig, arch: str | None = Non
         # flock binds to this open file description: threads of one process exclude each other
         # as well as processes, so one build per key runs and the others wait for its result.
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if done_marker.exists() and so_path.exists():
+        module_file = build_dir / plain_build.MODULE_FILE
+        if done_marker.exists() and (so_path.exists() or module_file.exists()):
             return BuildResult(
                 ok=True,
                 module_dir=str(build_dir),
@@ -221,6 +224,9 @@ def build_kernels(kernels_dir: Path, config: JudgeConfig, arch: str | None = Non
             )
         if build_dir.exists():
             shutil.rmtree(build_dir)
+        if plain_build.is_plain(files):
+            units = [str(p.relative_to(kernels_dir)) for p in compile_units]
+            return _build_plain(files, units, flags, arch, config, build_dir, start)
         lineage = lineage_key(list(files), config.device, flags, arch)
         with incremental_slot(config.resolved_cache_dir / "incremental" / lineage, files) as slot:
             src_dir = slot / "src"
@@ -255,6 +261,58 @@ def build_kernels(kernels_dir: Path, config: JudgeConfig, arch: str | None = Non
             duration_s=time.monotonic() - start,
             sources=tuple(rel),
         )
+
+
+def _build_plain(
+    files: dict[str, bytes],
+    units: list[str],
+    flags: dict,
+    arch: str | None,
+    config: JudgeConfig,
+    build_dir: Path,
+    start: float,
+) -> BuildResult:
+    """A kernel-only workspace (no torch headers): a plain library, see `plain_build`."""
+    rel = tuple(sorted(files))
+    cache = config.resolved_cache_dir
+    with tempfile.TemporaryDirectory(dir=cache, prefix="plain_src_") as tmp:
+        src_dir = Path(tmp)
+        _sync_sources(src_dir, files)
+        work = build_dir.with_name(build_dir.name + ".partial")
+        shutil.rmtree(work, ignore_errors=True)
+        failure, log = plain_build.build_plain(
+            src_dir,
+            files,
+            units,
+            config.device,
+            flags,
+            arch,
+            toolchain_id(config.device),
+            cache / "objects",
+            work,
+            config.build_timeout_s,
+        )
+    log = log.replace(str(src_dir) + "/", "kernels/")
+    if failure is not None:
+        shutil.rmtree(work, ignore_errors=True)
+        errors = failure if failure not in ("compile", "link") else first_errors(log, "kernels/")
+        return BuildResult(
+            ok=False,
+            module_dir=None,
+            log=log[-20000:],
+            errors=errors,
+            duration_s=time.monotonic() - start,
+            sources=rel,
+        )
+    work.replace(build_dir)
+    (build_dir / "BUILD_OK").write_text("plain")
+    return BuildResult(
+        ok=True,
+        module_dir=str(build_dir),
+        log=log[-20000:],
+        duration_s=time.monotonic() - start,
+        sources=rel,
+    )
 
 
 def _run_build_worker(

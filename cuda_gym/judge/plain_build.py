@@ -1,0 +1,249 @@
+"""Kernel-only workspaces: kernels/ without torch headers, built into a plain shared library.
+
+When no source under kernels/ includes a torch header or defines a PYBIND11_MODULE, and at
+least one declares an `extern "C"` function, the workspace is built without PyTorch: each
+compilation unit goes straight to `nvcc` (CUDA) or the C++ compiler, its object file is cached
+by content (the unit, every header, flags, toolchain), and the objects are linked into
+`libkernels.so`. An edit to one file recompiles that file alone; nothing ever parses the torch
+headers, which is where most of a torch extension's build time goes.
+
+`kernels_ext` is then a generated module that binds each `extern "C"` function
+(`cuda_gym.judge.launch`): `kernels_ext.launch_scale(x, y, n)` checks its arguments against
+`void launch_scale(const float* x, float* y, int64_t n)` and calls it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from cuda_gym.judge.launch import POINTER_DTYPES, RETURN_TYPES, Param, scalar_kinds
+
+LIBRARY = "libkernels.so"
+MODULE_FILE = "kernels_ext.py"
+_TORCH_MARKERS = re.compile(
+    r"#\s*include\s*[<\"](torch/|ATen/|c10/|pybind11/|Python\.h)|PYBIND11_MODULE|PyInit_"
+)
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+_STRINGS = re.compile(r'"(?:\\.|[^"\\\n])*"')
+_EXTERN_C = re.compile(
+    r'extern\s+"C"\s+(?:__host__\s+)?((?:unsigned\s+|signed\s+|long\s+)?[A-Za-z_]\w*)\s+'
+    r"(\w+)\s*\(([^)]*)\)\s*\{"
+)
+_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct"}
+
+
+NO_ENTRY_POINTS = (
+    'kernels/ has neither a torch binding (PYBIND11_MODULE) nor an extern "C" host function to '
+    "call from Python. Either write a binding against torch/extension.h, or define host "
+    'functions such as\n  extern "C" void launch_scale(const float* x, float* y, int64_t n)'
+    " { ... scale_kernel<<<grid, block>>>(x, y, n); }\nand call kernels_ext.launch_scale(x, y, "
+    "n) with tensors for pointers."
+)
+
+
+class SignatureError(ValueError):
+    """An `extern "C"` declaration the launcher cannot call."""
+
+
+def uses_torch(files: dict[str, bytes]) -> bool:
+    """Whether any source includes torch/ATen/c10/pybind11 headers or defines a Python module."""
+    texts = (_strip_comments(b.decode(errors="replace")) for b in files.values())
+    return any(_TORCH_MARKERS.search(t) for t in texts)
+
+
+def _strip_comments(text: str) -> str:
+    return _COMMENTS.sub(" ", text)
+
+
+def _parse_param(text: str, index: int) -> Param:
+    words = text.replace("*", " * ").replace("&", " & ").split()
+    if "&" in words:
+        raise SignatureError(f"parameter {index + 1} ({text.strip()}): references cannot be passed")
+    stars = words.count("*")
+    words = [w for w in words if w != "*" and w not in _QUALIFIERS]
+    if stars > 1:
+        raise SignatureError(f"parameter {index + 1} ({text.strip()}): only single pointers")
+    if not words:
+        raise SignatureError(f"parameter {index + 1} is empty")
+    # The last word is the name when more than a type is left ("const float* x" -> x).
+    name = words[-1] if len(words) > 1 else f"arg{index}"
+    ctype = " ".join(words[:-1] if len(words) > 1 else words)
+    if ctype.startswith("signed ") and ctype != "signed char":
+        ctype = ctype.removeprefix("signed ")
+    if stars:
+        if ctype not in POINTER_DTYPES:
+            raise SignatureError(
+                f"parameter {index + 1} ({text.strip()}): pointers to {ctype} cannot be passed; "
+                f"use one of {', '.join(sorted(POINTER_DTYPES))}"
+            )
+        return Param(ctype, True, name)
+    if ctype not in scalar_kinds():
+        raise SignatureError(
+            f"parameter {index + 1} ({text.strip()}): type {ctype} cannot be passed; use a "
+            f"pointer, {', '.join(sorted(scalar_kinds()))}"
+        )
+    return Param(ctype, False, name)
+
+
+def entry_points(files: dict[str, bytes]) -> list[dict]:
+    """The `extern "C"` function definitions in the compilation units, in file order.
+
+    Raises:
+        SignatureError: A declaration uses a type the launcher cannot pass, or a name repeats.
+    """
+    found: list[dict] = []
+    for rel in sorted(files):
+        if not rel.endswith((".cu", ".cpp", ".cc", ".cxx")):
+            continue
+        text = _strip_comments(files[rel].decode(errors="replace"))
+        for match in _EXTERN_C.finditer(text):
+            returns, name, params_text = match.groups()
+            returns = " ".join(returns.split())
+            where = f"kernels/{rel}: {name}"
+            if returns not in RETURN_TYPES:
+                raise SignatureError(f"{where}: return type {returns} (use void, int or float)")
+            raw = [p for p in params_text.split(",") if p.strip()]
+            if raw == ["void"]:
+                raw = []
+            try:
+                params = [_parse_param(p, i) for i, p in enumerate(raw)]
+            except SignatureError as exc:
+                raise SignatureError(f"{where}: {exc}") from None
+            if any(e["name"] == name for e in found):
+                raise SignatureError(f"{where}: defined twice")
+            found.append(
+                {
+                    "name": name,
+                    "returns": returns,
+                    "params": [p.__dict__ for p in params],
+                    "source": rel,
+                }
+            )
+    return found
+
+
+def is_plain(files: dict[str, bytes]) -> bool:
+    """A kernel-only workspace: no source includes torch (or Python) headers."""
+    return not uses_torch(files)
+
+
+def _compile_command(unit: Path, obj: Path, device: str, flags: dict, arch: str | None) -> list:
+    if device == "cuda" and unit.suffix == ".cu":
+        cmd = ["nvcc", "-std=c++17", "-Xcompiler", "-fPIC", *flags["cuda"]]
+        if arch:
+            # Hopper builds target sm_90a, so wgmma and the other arch-specific PTX are usable.
+            sm = {"90": "90a"}.get(arch.replace(".", ""), arch.replace(".", ""))
+            cmd += [f"-gencode=arch=compute_{sm},code=sm_{sm}"]
+        return [*cmd, "-c", str(unit), "-o", str(obj)]
+    cmd = [os.environ.get("CXX", "c++"), "-std=c++17", "-fPIC", *flags["cxx"]]
+    if device == "cuda":
+        cmd += [f"-I{_cuda_home()}/include"]
+    return [*cmd, "-c", str(unit), "-o", str(obj)]
+
+
+def _cuda_home() -> str:
+    nvcc = shutil.which("nvcc")
+    return os.environ.get("CUDA_HOME") or (str(Path(nvcc).resolve().parent.parent) if nvcc else "")
+
+
+def _link_command(objects: list[Path], out: Path, device: str, flags: dict) -> list:
+    if device == "cuda":
+        return ["nvcc", "-shared", "-cudart", "shared", *map(str, objects), "-o", str(out)]
+    cxx = os.environ.get("CXX", "c++")
+    return [cxx, "-shared", *flags["ld"], *map(str, objects), "-o", str(out)]
+
+
+def _run(cmd: list, cwd: Path, timeout_s: float) -> tuple[bool, str]:
+    try:
+        proc = subprocess.run(
+            cmd,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=dict(os.environ, LC_ALL="C", LANG="C"),
+        )
+    except subprocess.TimeoutExpired:
+        return False, f"{' '.join(cmd[:2])}: timed out after {timeout_s:g} s"
+    except OSError as exc:
+        return False, f"{cmd[0]}: {exc}"
+    return proc.returncode == 0, f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}"
+
+
+def build_plain(
+    src_dir: Path,
+    files: dict[str, bytes],
+    units: list[str],
+    device: str,
+    flags: dict,
+    arch: str | None,
+    toolchain: str,
+    objects_dir: Path,
+    out_dir: Path,
+    timeout_s: float,
+) -> tuple[str | None, str]:
+    """Compile `units` (relative to src_dir, which holds `files`) and link them into out_dir.
+
+    Object files are cached in objects_dir, keyed by the unit, every header, flags and
+    toolchain. Returns (None, log) on success, else (what failed, log).
+    """
+    try:
+        entries = entry_points(files)
+    except SignatureError as exc:
+        return str(exc), ""
+    if not entries:
+        return NO_ENTRY_POINTS, ""
+    headers = sorted(r for r in files if not r.endswith((".cu", ".cpp")))
+    common = hashlib.sha256(json.dumps([device, flags, arch, toolchain]).encode())
+    for r in headers:
+        common.update(r.encode() + b"\0" + hashlib.sha256(files[r]).digest())
+    objects_dir.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout_s
+
+    def compile_unit(rel: str) -> tuple[Path, bool, str]:
+        h = common.copy()
+        h.update(rel.encode() + b"\0" + files[rel])
+        obj = objects_dir / f"{h.hexdigest()[:32]}.o"
+        if obj.exists():
+            return obj, True, f"(cached) {rel}\n"
+        tmp = objects_dir / f".{obj.name}.{os.getpid()}.{id(rel)}.tmp.o"
+        cmd = _compile_command(src_dir / rel, tmp, device, flags, arch)
+        ok, log = _run(cmd, src_dir, max(1.0, deadline - time.monotonic()))
+        if ok:
+            tmp.replace(obj)
+        else:
+            tmp.unlink(missing_ok=True)
+        return obj, ok, log
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(units), os.cpu_count() or 1))) as pool:
+        results = list(pool.map(compile_unit, units))
+    log = "".join(r[2] for r in results)
+    if not all(ok for _, ok, _ in results):
+        return "compile", log
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp_lib = out_dir / f".{LIBRARY}.tmp"
+    ok, link_log = _run(
+        _link_command([r[0] for r in results], tmp_lib, device, flags),
+        out_dir,
+        max(1.0, deadline - time.monotonic()),
+    )
+    log += link_log
+    if not ok:
+        return "link", log
+    tmp_lib.replace(out_dir / LIBRARY)
+    spec = {"library": LIBRARY, "device": device, "entry_points": entries}
+    (out_dir / "entry_points.json").write_text(json.dumps(spec, indent=1))
+    (out_dir / MODULE_FILE).write_text(
+        '"""The workspace\'s extern "C" functions (generated by cuda_gym.judge.plain_build)."""\n\n'
+        "from cuda_gym.judge.launch import bind\n\n"
+        "bind(globals(), __file__)\n"
+    )
+    return None, log
