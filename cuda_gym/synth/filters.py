@@ -55,6 +55,17 @@ class FilterSettings:
     calibrate: bool = True
     warmup_runs: int = 2
     timed_runs: int = 7
+    exclusive: bool = False
+
+
+RESOURCE = "resource"
+
+
+def is_out_of_memory(exc: BaseException | str) -> bool:
+    """Whether an error (or its text) is the device running out of memory."""
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    return "out of memory" in str(exc).lower()
 
 
 @dataclass
@@ -154,7 +165,9 @@ def _check_eager(module, model, device: str) -> tuple[list, list]:
             out = _outputs(model, inputs)
         _sync(device)
     except Exception as exc:  # the composed task itself is broken: a filter result
-        raise _Rejected("eager", {"error": f"{type(exc).__name__}: {exc}"[:500]}) from exc
+        if is_out_of_memory(exc):
+            raise
+        raise _Rejected("eager", {"error": _error_text(exc)}) from exc
     bad = [type(o).__name__ for o in out if type(o) is not torch.Tensor]
     if bad:
         raise _Rejected("eager", {"error": f"outputs are not tensors: {bad}"})
@@ -197,7 +210,9 @@ def _check_trivial(module, model, device: str) -> dict:
     expected, expected64, inputs_per = [], [], []
     try:
         model64 = copy.deepcopy(model).double()
-    except Exception:  # a module that cannot run in float64: strict falls back
+    except Exception as exc:  # a module that cannot run in float64: strict falls back
+        if is_out_of_memory(exc):
+            raise
         model64 = None
     with torch.no_grad():
         for dist in dict.fromkeys(DISTRIBUTIONS):
@@ -213,7 +228,9 @@ def _check_trivial(module, model, device: str) -> dict:
                 try:
                     doubled = [x.double() if x.is_floating_point() else x for x in inputs]
                     expected64.append(_outputs(model64, doubled))
-                except Exception:  # fp64 unsupported by an op: strict falls back
+                except Exception as exc:  # fp64 unsupported by an op: strict falls back
+                    if is_out_of_memory(exc):
+                        raise
                     model64, expected64 = None, []
         answers = trivial_answers(expected, inputs_per)
         passing = {}
@@ -252,7 +269,9 @@ def _check_compile(model, inputs, out, settings: FilterSettings, lock) -> dict:
                     compiled, [inputs], settings.warmup_runs, settings.timed_runs
                 )
     except Exception as exc:  # a task torch.compile cannot handle is filtered out
-        return {"passed": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+        if is_out_of_memory(exc):
+            raise
+        return {"passed": False, "error": _error_text(exc)}
     finally:
         torch._dynamo.reset()
     diff = _differ(out, got, 0)
@@ -329,10 +348,22 @@ def run_filters(
         report.source = candidate.source()
         report.batch_size = candidate.batch_size
         try:
-            retry = _run_chain(candidate, settings, lock, report, first=attempt == 0)
+            if settings.exclusive:  # the whole chain alone on the device (after running out)
+                with lock:
+                    retry = _run_chain(candidate, settings, _NoLock(), report, attempt == 0)
+            else:
+                retry = _run_chain(candidate, settings, lock, report, first=attempt == 0)
         except _Rejected as rej:
             report.failed = rej.name
             report.filters[rej.name] = {"passed": False, **rej.details}
+            retry = None
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
+            # Not a property of the task: other workers held the memory. The pipeline runs it
+            # again, alone on the device.
+            report.failed = RESOURCE
+            report.filters = {RESOURCE: {"passed": False, "error": _error_text(exc)}}
             retry = None
         finally:
             if settings.device == "cuda":
@@ -360,7 +391,9 @@ def _run_chain(candidate, settings, lock, report: FilterReport, first: bool) -> 
         try:
             model = _build(module, device)
         except Exception as exc:  # a broken constructor is an eager failure
-            raise _Rejected("eager", {"error": f"{type(exc).__name__}: {exc}"[:500]}) from exc
+            if is_out_of_memory(exc):
+                raise
+            raise _Rejected("eager", {"error": _error_text(exc)}) from exc
         inputs, out = _check_eager(module, model, device)
         report.filters["eager"] = {"passed": True}
         _check_outputs(module, model, device, inputs, out, report)
@@ -382,9 +415,10 @@ def _run_chain(candidate, settings, lock, report: FilterReport, first: bool) -> 
             raise _Rejected("time_window", report.filters.pop("time_window"))
         try:
             report.filters["trivial_answers"] = _check_trivial(module, model, device)
-        except Exception as exc:  # e.g. out of memory for the fp64 copy: the task is dropped
-            error = f"{type(exc).__name__}: {exc}"[:500]
-            raise _Rejected("trivial_answers", {"error": error}) from exc
+        except Exception as exc:
+            if is_out_of_memory(exc):
+                raise
+            raise _Rejected("trivial_answers", {"error": _error_text(exc)}) from exc
         if not report.filters["trivial_answers"]["passed"]:
             raise _Rejected("trivial_answers", report.filters.pop("trivial_answers"))
     if settings.compile_check:
@@ -399,6 +433,10 @@ def _run_chain(candidate, settings, lock, report: FilterReport, first: bool) -> 
         if not report.filters["cpu_sizes"]["passed"]:
             raise _Rejected("cpu_sizes", report.filters.pop("cpu_sizes"))
     return None
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:500]
 
 
 class _NoLock:

@@ -20,20 +20,29 @@ import platform
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cuda_gym.synth.catalogue import catalogue, get_op
 from cuda_gym.synth.compose import Candidate, compose
 from cuda_gym.synth.config import SynthConfig
 from cuda_gym.synth.dedup import ReferenceIndex, chain_signature
-from cuda_gym.synth.filters import WORKER_FILTERS, FilterReport, FilterSettings
+from cuda_gym.synth.filters import (
+    RESOURCE,
+    WORKER_FILTERS,
+    FilterReport,
+    FilterSettings,
+    is_out_of_memory,
+)
 from cuda_gym.synth.pool import JobPool, LocalProcessPool
 
 logger = logging.getLogger(__name__)
 
 PARENT_FILTERS = ("stochastic_op", "decontamination", "near_duplicate")
-ALL_FILTERS = PARENT_FILTERS + WORKER_FILTERS + ("worker",)
+ALL_FILTERS = PARENT_FILTERS + WORKER_FILTERS + ("worker", RESOURCE)
+# A candidate that ran out of device memory (other workers held it) is filtered again, alone on
+# the device, up to this many times before it is given up (and retried by a resumed run).
+RESOURCE_RETRIES = 2
 
 
 @dataclass
@@ -227,10 +236,10 @@ class _Journal:
             except json.JSONDecodeError:  # a line cut short when a run was killed
                 skipped += 1
                 continue
-            if row.get("fingerprint") == self.fingerprint:
-                records[row["record"]["index"]] = row["record"]
-            else:
+            if row.get("fingerprint") != self.fingerprint:
                 skipped += 1
+            elif row["record"].get("failed") != RESOURCE:  # ran out of memory: try again
+                records[row["record"]["index"]] = row["record"]
         if skipped:
             logger.warning("journal %s: %d lines from other settings ignored", self.path, skipped)
         return records
@@ -285,6 +294,8 @@ def synthesize(
     owns_pool = pool is None
     pool = pool or default_pool(config)
     parked: dict[int, dict] = {}  # candidates in the pool
+    retries: dict[int, int] = {}  # out-of-memory retries per candidate
+    exclusive = replace(settings, exclusive=True)
     bar = _progress_bar(config.n) if progress else None
     next_index, in_flight = 0, 2 * config.workers
     try:
@@ -317,12 +328,24 @@ def synthesize(
                 break
             result = pool.next_result()
             rec = parked.pop(result.key)
+            out_of_memory = (result.ok and result.value.failed == RESOURCE) or (
+                not result.ok and is_out_of_memory(result.error)
+            )
+            tries = retries.get(result.key, 0)
+            if out_of_memory and tries < RESOURCE_RETRIES:
+                retries[result.key] = tries + 1
+                parked[result.key] = rec
+                pool.submit(result.key, (compose(result.key, config), exclusive))
+                continue
             if result.ok:
                 _apply_report(rec, result.value)
                 if rec["accepted"]:
                     prefilter.accepted_signatures.add(rec["signature"])
+            elif out_of_memory:
+                _reject(rec, RESOURCE, error=result.error[-1500:])
             else:
                 _reject(rec, "worker", error=result.error[-1500:])
+            rec["resource_retries"] = tries
             records[result.key] = rec
             journal.append(rec)
     finally:

@@ -9,7 +9,8 @@ import cuda_gym
 from cuda_gym.cli import main
 from cuda_gym.judge import Judge, JudgeConfig
 from cuda_gym.synth.config import SynthConfig
-from cuda_gym.synth.pipeline import synthesize
+from cuda_gym.synth.filters import RESOURCE, FilterReport, filter_job
+from cuda_gym.synth.pipeline import RESOURCE_RETRIES, synthesize
 from cuda_gym.synth.pool import InlinePool, LocalProcessPool
 from cuda_gym.tasks import load_task_dir, load_task_parquet
 
@@ -109,6 +110,48 @@ def test_near_duplicates_are_dropped():
     assert len(run.tasks) == 2
     assert any(r["failed"] == "near_duplicate" for r in run.records)
     assert len({t["name"] for t in run.tasks}) == 2
+
+
+def _out_of_memory_report() -> FilterReport:
+    report = FilterReport()
+    report.failed = RESOURCE
+    report.filters = {RESOURCE: {"passed": False, "error": "OutOfMemoryError: CUDA out of memory"}}
+    return report
+
+
+def _oom_unless_exclusive(payload, lock):
+    """A device shared with greedy workers: every first try runs out of memory."""
+    candidate, settings = payload
+    if not settings.exclusive:
+        return _out_of_memory_report()
+    return filter_job(payload, lock)
+
+
+def _always_oom(payload, lock):
+    raise RuntimeError("CUDA error: out of memory")
+
+
+def test_out_of_memory_is_retried_alone_not_counted_as_a_filter(tmp_path):
+    pool = InlinePool("tests.synth.test_pipeline:_oom_unless_exclusive")
+    run = synthesize(QUICK, pool=pool)
+    reference = synthesize(QUICK, pool=inline())
+    assert [t["source"] for t in run.tasks] == [t["source"] for t in reference.tasks]
+    pooled = [r for r in run.records if "resource_retries" in r]
+    assert pooled and all(r["resource_retries"] == 1 for r in pooled)
+    assert RESOURCE not in run.filter_stats()
+    assert all(RESOURCE not in r["filters"] for r in run.records)
+
+
+def test_candidates_out_of_memory_every_time_are_retried_by_a_resumed_run(tmp_path):
+    config = dataclasses.replace(QUICK, n=2, journal=str(tmp_path / "j.jsonl"), max_candidates=4)
+    first = synthesize(config, pool=InlinePool("tests.synth.test_pipeline:_always_oom"))
+    assert first.tasks == []
+    failed = [r for r in first.records if r["failed"] == RESOURCE]
+    assert failed and all(r["resource_retries"] == RESOURCE_RETRIES for r in failed)
+    assert first.filter_stats()[RESOURCE]["passed"] == 0
+    second = synthesize(dataclasses.replace(config, max_candidates=None), pool=inline())
+    assert len(second.tasks) == 2
+    assert not {r["index"] for r in failed} & second.resumed
 
 
 def _sleepy(payload, lock):
