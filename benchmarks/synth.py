@@ -8,11 +8,14 @@ pass rate of each filter, chain-length and family distributions, versions) as JS
     python -m benchmarks.synth --describe cuda_gym/tasks/data/synth_builtin.parquet  # README table
     python -m benchmarks.synth --verify cuda_gym/tasks/data/synth_builtin.parquet --device cuda \
         --workers 8 --out $OUT/synth_builtin_verify_h200.json  # re-run every filter on a set
+    python -m benchmarks.synth --journal-stats JOURNAL.jsonl[.gz] --out FILE.json
+        # each filter's pass rate from a run's journal, out-of-memory failures set apart
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import time
@@ -89,6 +92,43 @@ def verify(path: str, device: str, workers: int, compile_check: bool) -> dict:
     }
 
 
+def journal_stats(path: str) -> dict:
+    """Each filter's pass rate over a journal's candidates, out-of-memory failures set apart.
+
+    Runs before the out-of-memory retry (cuda_gym.synth.pipeline.RESOURCE_RETRIES) recorded
+    running out of device memory as the failure of whichever filter was running; here such a
+    candidate counts as `resource` (it reached no verdict) and its filter as not reached.
+    """
+    from cuda_gym.synth.filters import RESOURCE, is_out_of_memory
+    from cuda_gym.synth.pipeline import ALL_FILTERS
+
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        records = [json.loads(line)["record"] for line in f if line.strip()]
+    stats = {name: {"reached": 0, "passed": 0} for name in ALL_FILTERS}
+    accepted = 0
+    for rec in records:
+        filters = dict(rec["filters"])
+        failed = rec.get("failed")
+        if failed and failed != RESOURCE and is_out_of_memory(json.dumps(filters.get(failed))):
+            filters.pop(failed)
+            filters[RESOURCE] = {"passed": False}
+        for name, result in filters.items():
+            stats[name]["reached"] += 1
+            stats[name]["passed"] += int(bool(result.get("passed")))
+        accepted += bool(rec.get("accepted"))
+    for s in stats.values():
+        s["pass_rate"] = s["passed"] / s["reached"] if s["reached"] else None
+    return {
+        "benchmark": "synth-journal-stats",
+        "journal": path,
+        "candidates": len(records),
+        "accepted_before_near_duplicates": accepted,
+        "out_of_memory": stats[RESOURCE]["reached"],
+        "filters": {k: v for k, v in stats.items() if v["reached"]},
+    }
+
+
 def _spread(values: list[float]) -> list[float] | None:
     if not values:
         return None
@@ -106,7 +146,14 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/synth_cpu.json")
     parser.add_argument("--describe", metavar="PARQUET", help="print a set's tables and exit")
     parser.add_argument("--verify", metavar="PARQUET", help="re-run the filters on a set")
+    parser.add_argument("--journal-stats", metavar="JOURNAL", help="filter rates of a journal")
     args = parser.parse_args()
+    if args.journal_stats:
+        text = json.dumps(journal_stats(args.journal_stats), indent=2)
+        print(text)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text + "\n")
+        return
     if args.describe:
         print(describe(args.describe))
         return
