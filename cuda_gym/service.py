@@ -27,6 +27,8 @@ from pathlib import Path
 
 from cuda_gym.errors import ConfigError, WorkerError
 from cuda_gym.judge import Judge, JudgeConfig, Verdict
+from cuda_gym.judge.device import cuda_probe
+from cuda_gym.runtime.slots import default_slot_sizes, judge_slots, visible_gpus
 from cuda_gym.tasks import Task
 
 BACKENDS = ("local", "ray")
@@ -78,7 +80,11 @@ class _Bounded:
 
 
 class LocalJudgeService:
-    """Judge threads in this process; one Judge per thread."""
+    """Judge threads in this process; one Judge per thread.
+
+    Judgements take the process-wide judge slots (`cuda_gym.runtime.slots`) that envs use too:
+    one timed judgement per GPU at a time, each placed on its own GPU; untimed ones share.
+    """
 
     def __init__(self, config: JudgeConfig, workers: int = 1, max_pending: int | None = None):
         if workers < 1:
@@ -88,6 +94,9 @@ class LocalJudgeService:
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="cuda_gym_judge")
         self._bound = _Bounded(max_pending or 4 * workers)
         self._local = threading.local()
+        gpus = visible_gpus(int(cuda_probe().get("count") or 1)) if config.device == "cuda" else ()
+        sizes = default_slot_sizes(config.device, gpu_count=max(1, len(gpus)))
+        self._slots = judge_slots(config.device, sizes, gpus)
 
     def _judge(self) -> Judge:
         judge = getattr(self._local, "judge", None)
@@ -96,7 +105,8 @@ class LocalJudgeService:
         return judge
 
     def _run(self, task: Task, files: dict[str, bytes], timing: bool, profile: bool) -> Verdict:
-        return judge_files(self._judge(), task, files, timing, profile)
+        with self._slots.hold(timed=timing):
+            return judge_files(self._judge(), task, files, timing, profile)
 
     def submit(
         self,

@@ -33,6 +33,7 @@ from cuda_gym.judge.static_checks import (
 from cuda_gym.judge.transfer import remove_stale, shared_arena_pool
 from cuda_gym.judge.verdict import BuildResult, Verdict, compute_reward
 from cuda_gym.runtime import python_child_env, run_process
+from cuda_gym.runtime.slots import current_gpu
 from cuda_gym.runtime.zygote import shared_launcher
 from cuda_gym.tasks import Task
 
@@ -431,6 +432,9 @@ class Judge:
         )
         env = dict(base_env)
         env.setdefault("TORCH_EXTENSIONS_DIR", str(self.config.resolved_cache_dir / "inline"))
+        gpu = current_gpu()
+        if gpu is not None and self.config.device == "cuda":
+            env["CUDA_VISIBLE_DEVICES"] = gpu  # the GPU of the judge slot this call holds
         if self.config.fast_worker_start:
             proc = shared_launcher(base_env, WORKER_PRELOAD).run(
                 "cuda_gym.judge.worker",

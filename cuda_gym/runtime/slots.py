@@ -5,6 +5,11 @@ one per GPU the judge can use (one on the CPU), so no two timings overlap on a d
 judge calls (`compile`, `run`) take one of a few shared slots. Envs whose device and slot sizes
 match share one `JudgeSlots` (see `judge_slots`), so 64 envs in one process queue for the
 device instead of oversubscribing it; the seconds each call waited are reported in `info`.
+
+With several GPUs, a slot also places the call on one: a timed call gets a GPU no other timed
+call holds, an untimed call the least busy GPU (preferring one that is not being timed). While
+the slot is held, `current_gpu()` names that GPU in the holding thread, and the judge starts its
+worker processes with `CUDA_VISIBLE_DEVICES` set to it.
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from cuda_gym.errors import ConfigError
@@ -55,15 +61,47 @@ def default_slot_sizes(device: str, gpu_count: int = 1) -> SlotSizes:
     return SlotSizes(timed=1, untimed=max(1, (os.cpu_count() or 1)))
 
 
+_CURRENT_GPU: ContextVar[str | None] = ContextVar("cuda_gym_current_gpu", default=None)
+
+
+def current_gpu() -> str | None:
+    """The GPU (as CUDA_VISIBLE_DEVICES names it) of the slot this thread holds, if any."""
+    return _CURRENT_GPU.get()
+
+
+@contextmanager
+def use_gpu(gpu: str | None) -> Iterator[None]:
+    """Run the block as if holding a slot on `gpu` (None: the default device)."""
+    token = _CURRENT_GPU.set(gpu)
+    try:
+        yield
+    finally:
+        _CURRENT_GPU.reset(token)
+
+
+def visible_gpus(count: int) -> tuple[str, ...]:
+    """The ids of the first `count` GPUs this process may use, as children should be told.
+
+    CUDA_VISIBLE_DEVICES, when set, names them (indices or UUIDs); otherwise 0..count-1.
+    """
+    listed = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
+    listed = [g for g in listed if g]
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        return tuple(listed[:count])
+    return tuple(str(i) for i in range(count))
+
+
 class JudgeSlots:
     """Two counting semaphores (timed, untimed) that report how long each acquisition waited.
 
     Args:
         sizes: The number of slots of each kind.
+        gpus: GPUs to place calls on (see the module doc); empty: no placement.
     """
 
-    def __init__(self, sizes: SlotSizes) -> None:
+    def __init__(self, sizes: SlotSizes, gpus: Sequence[str] = ()) -> None:
         self.sizes = sizes
+        self.gpus = tuple(gpus)
         self._sems = {
             True: threading.BoundedSemaphore(sizes.timed),
             False: threading.BoundedSemaphore(sizes.untimed),
@@ -71,11 +109,25 @@ class JudgeSlots:
         self._lock = threading.Lock()
         self._waiting = {True: 0, False: 0}
         self._running = {True: 0, False: 0}
+        self._timed_on = dict.fromkeys(self.gpus, 0)
+        self._calls_on = dict.fromkeys(self.gpus, 0)
+
+    def _place(self, timed: bool) -> str | None:
+        """Pick a GPU for a call (lock held)."""
+        if not self.gpus:
+            return None
+        if timed:
+            return min(self.gpus, key=lambda g: (self._timed_on[g], self._calls_on[g]))
+        return min(self.gpus, key=lambda g: (self._timed_on[g] > 0, self._calls_on[g]))
 
     @contextmanager
     def hold(self, *, timed: bool) -> Iterator[float]:
-        """Wait for a slot, yield the seconds waited, release the slot on exit (also on error)."""
-        sem = self._sems[bool(timed)]
+        """Wait for a slot, yield the seconds waited, release the slot on exit (also on error).
+
+        With GPUs, `current_gpu()` names the call's GPU inside the block.
+        """
+        timed = bool(timed)
+        sem = self._sems[timed]
         start = time.monotonic()
         with self._lock:
             self._waiting[timed] += 1
@@ -87,11 +139,19 @@ class JudgeSlots:
         waited = time.monotonic() - start
         with self._lock:
             self._running[timed] += 1
+            gpu = self._place(timed)
+            if gpu is not None:
+                self._calls_on[gpu] += 1
+                self._timed_on[gpu] += int(timed)
         try:
-            yield waited
+            with use_gpu(gpu):
+                yield waited
         finally:
             with self._lock:
                 self._running[timed] -= 1
+                if gpu is not None:
+                    self._calls_on[gpu] -= 1
+                    self._timed_on[gpu] -= int(timed)
             sem.release()
 
     def stats(self) -> dict:
@@ -104,17 +164,19 @@ class JudgeSlots:
                 "untimed_waiting": self._waiting[False],
                 "timed_slots": self.sizes.timed,
                 "untimed_slots": self.sizes.untimed,
+                "calls_per_gpu": dict(self._calls_on),
             }
 
 
-_REGISTRY: dict[tuple[str, SlotSizes], JudgeSlots] = {}
+_REGISTRY: dict[tuple[str, SlotSizes, tuple[str, ...]], JudgeSlots] = {}
 _REGISTRY_LOCK = threading.Lock()
 
 
-def judge_slots(device: str, sizes: SlotSizes) -> JudgeSlots:
-    """The process-wide JudgeSlots for (device, sizes): every env asking for the same gets it."""
+def judge_slots(device: str, sizes: SlotSizes, gpus: Sequence[str] = ()) -> JudgeSlots:
+    """The process-wide JudgeSlots for (device, sizes, gpus): all who ask for the same share it."""
+    key = (device, sizes, tuple(gpus))
     with _REGISTRY_LOCK:
-        slots = _REGISTRY.get((device, sizes))
+        slots = _REGISTRY.get(key)
         if slots is None:
-            slots = _REGISTRY[(device, sizes)] = JudgeSlots(sizes)
+            slots = _REGISTRY[key] = JudgeSlots(sizes, gpus)
         return slots
