@@ -132,3 +132,64 @@ def write_cuda_bad_solution(root: Path, kind: str) -> Path:
     (kernels / "bad.cu").write_text(BAD_CUDA_KERNELS)
     (root / "model_new.py").write_text(model_new_calling(kind))
     return root
+
+
+# A kernel-only workspace (no torch headers: judge/plain_build.py) for the gated multiply.
+KERNEL_ONLY_CPU = """#include <cmath>
+#include <cstdint>
+extern "C" void gated_multiply(const float* x, const float* g, const float* b, float* out,
+                               int64_t rows, int64_t cols) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = x[r * cols + c] / (1.0f + std::exp(-(g[r * cols + c] + b[c])));
+}
+"""
+KERNEL_ONLY_CUDA = r"""
+#include <cstdint>
+#include <cuda_runtime.h>
+
+__global__ void gated_kernel(const float* __restrict__ x, const float* __restrict__ g,
+                             const float* __restrict__ b, float* __restrict__ out,
+                             int64_t n, int64_t cols) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = x[i] / (1.0f + expf(-(g[i] + b[i % cols])));
+}
+
+extern "C" void gated_multiply(const float* x, const float* g, const float* b, float* out,
+                               int64_t rows, int64_t cols, cudaStream_t stream) {
+  int64_t n = rows * cols;
+  if (n == 0) return;
+  gated_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(x, g, b, out, n, cols);
+}
+"""
+KERNEL_ONLY_MODEL_NEW = """import torch
+import torch.nn as nn
+
+import kernels_ext
+
+
+class ModelNew(nn.Module):
+    def __init__(self, hidden_size):
+        super().__init__()
+        self.gate_bias = nn.Parameter(torch.empty(hidden_size))
+
+    def forward(self, x, gate):
+        x, gate = x.contiguous(), gate.contiguous()
+        out = torch.empty_like(x)
+        cols = x.shape[-1]
+        kernels_ext.gated_multiply(x, gate, self.gate_bias, out, x.numel() // cols, cols)
+        return out
+"""
+
+
+def write_kernel_only_solution(root: Path, device: str) -> Path:
+    """The gated multiply as a kernel-only workspace for `device`."""
+    kernels = root / "kernels"
+    kernels.mkdir(parents=True, exist_ok=True)
+    if device == "cuda":
+        (kernels / "gated.cu").write_text(KERNEL_ONLY_CUDA)
+    else:
+        (kernels / "gated.cpp").write_text(KERNEL_ONLY_CPU)
+    (root / "model_new.py").write_text(KERNEL_ONLY_MODEL_NEW)
+    return root

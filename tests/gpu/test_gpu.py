@@ -10,7 +10,12 @@ from cuda_gym.demo import run_demo
 from cuda_gym.judge import Judge, JudgeConfig
 from cuda_gym.judge.device import resolve_device
 from cuda_gym.tasks import builtin_task
-from tests.solutions import TASK_ID, write_cuda_bad_solution, write_solution
+from tests.solutions import (
+    TASK_ID,
+    write_cuda_bad_solution,
+    write_kernel_only_solution,
+    write_solution,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -91,49 +96,8 @@ def test_cli_demo_json_on_the_gpu():
     assert result["reward"] >= 1 and result["device"] == "cuda"
 
 
-KERNEL_ONLY_CU = r"""
-#include <cstdint>
-#include <cuda_runtime.h>
-
-__global__ void gated_kernel(const float* __restrict__ x, const float* __restrict__ g,
-                             const float* __restrict__ b, float* __restrict__ out,
-                             int64_t n, int64_t cols) {
-  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  if (i < n) out[i] = x[i] / (1.0f + expf(-(g[i] + b[i % cols])));
-}
-
-extern "C" void gated_multiply(const float* x, const float* g, const float* b, float* out,
-                               int64_t rows, int64_t cols, cudaStream_t stream) {
-  int64_t n = rows * cols;
-  if (n == 0) return;
-  gated_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(x, g, b, out, n, cols);
-}
-"""
-KERNEL_ONLY_MODEL_NEW = """import torch
-import torch.nn as nn
-
-import kernels_ext
-
-
-class ModelNew(nn.Module):
-    def __init__(self, hidden_size):
-        super().__init__()
-        self.gate_bias = nn.Parameter(torch.empty(hidden_size))
-
-    def forward(self, x, gate):
-        x, gate = x.contiguous(), gate.contiguous()
-        out = torch.empty_like(x)
-        cols = x.shape[-1]
-        kernels_ext.gated_multiply(x, gate, self.gate_bias, out, x.numel() // cols, cols)
-        return out
-"""
-
-
 def test_kernel_only_cuda_workspace_builds_fast_and_is_accepted(judge, task, tmp_path):
-    (tmp_path / "kernels").mkdir()
-    (tmp_path / "kernels" / "gated.cu").write_text(KERNEL_ONLY_CU)
-    (tmp_path / "model_new.py").write_text(KERNEL_ONLY_MODEL_NEW)
-    verdict = judge.evaluate(task, tmp_path, profile=True)
+    verdict = judge.evaluate(task, write_kernel_only_solution(tmp_path, "cuda"), profile=True)
     assert verdict.compiled and verdict.correct, verdict.error
     assert verdict.violations == [] and verdict.time_ms["candidate"] > 0
     assert "gated_kernel" in verdict.profile_table

@@ -15,6 +15,7 @@ from cuda_gym.judge.plain_build import (
     is_plain,
 )
 from cuda_gym.tasks import builtin_task
+from tests.solutions import write_kernel_only_solution
 
 SCALE = b"""#include <cstdint>
 // y = a * x + 1
@@ -24,34 +25,6 @@ extern "C" void scale(const float* __restrict__ x, float* y, int64_t n, float a)
 }
 """
 COUNT = b"""extern "C" int count(void) { return 7; }
-"""
-GATED = """#include <cmath>
-#include <cstdint>
-extern "C" void gated_multiply(const float* x, const float* g, const float* b, float* out,
-                               int64_t rows, int64_t cols) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      out[r * cols + c] = x[r * cols + c] / (1.0f + std::exp(-(g[r * cols + c] + b[c])));
-}
-"""
-GATED_MODEL_NEW = """import torch
-import torch.nn as nn
-
-import kernels_ext
-
-
-class ModelNew(nn.Module):
-    def __init__(self, hidden_size):
-        super().__init__()
-        self.gate_bias = nn.Parameter(torch.empty(hidden_size))
-
-    def forward(self, x, gate):
-        x, gate = x.contiguous(), gate.contiguous()
-        out = torch.empty_like(x)
-        cols = x.shape[-1]
-        kernels_ext.gated_multiply(x, gate, self.gate_bias, out, x.numel() // cols, cols)
-        return out
 """
 
 
@@ -161,8 +134,7 @@ def test_compile_errors_and_missing_entry_points_are_reported(tmp_path):
 
 
 def test_a_kernel_only_workspace_is_judged_and_accepted(tmp_path):
-    (tmp_path / "model_new.py").write_text(GATED_MODEL_NEW)
-    _workspace(tmp_path, {"gated.cpp": GATED.encode()})
+    write_kernel_only_solution(tmp_path, "cpu")
     judge = Judge(JudgeConfig(device="cpu", cache_dir=tmp_path / "cache", baselines=("eager",)))
     task = builtin_task("sigmoid_gated_multiply").for_device("cpu")
     verdict = judge.evaluate(task, tmp_path, timing=False)

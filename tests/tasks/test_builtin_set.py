@@ -5,22 +5,13 @@ import types
 import pytest
 import torch
 
+from cuda_gym.synth.filters import WORKER_FILTERS
 from cuda_gym.tasks import load_builtin_set
 from cuda_gym.tasks.sources import builtin_set_available
 
 pytestmark = pytest.mark.skipif(not builtin_set_available(), reason="no built-in set shipped")
 
-REQUIRED_FILTERS = (
-    "stochastic_op",
-    "eager",
-    "deterministic",
-    "input_sensitive",
-    "not_degenerate",
-    "time_window",
-    "trivial_answers",
-    "compile",
-    "cpu_sizes",
-)
+REQUIRED_FILTERS = ("stochastic_op", *WORKER_FILTERS)  # every worker filter, on the GPU
 
 
 def test_the_set_is_large_split_and_generated_on_the_gpu():
