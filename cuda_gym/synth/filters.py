@@ -11,6 +11,7 @@ precision mode), `compile` (runs under torch.compile and agrees with eager), and
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import os
@@ -348,10 +349,7 @@ def run_filters(
         report.source = candidate.source()
         report.batch_size = candidate.batch_size
         try:
-            if settings.exclusive:  # the whole chain alone on the device (after running out)
-                with lock:
-                    retry = _run_chain(candidate, settings, _NoLock(), report, attempt == 0)
-            else:
+            with _gate(lock, settings.exclusive):
                 retry = _run_chain(candidate, settings, lock, report, first=attempt == 0)
         except _Rejected as rej:
             report.failed = rej.name
@@ -433,6 +431,16 @@ def _run_chain(candidate, settings, lock, report: FilterReport, first: bool) -> 
         if not report.filters["cpu_sizes"]["passed"]:
             raise _Rejected("cpu_sizes", report.filters.pop("cpu_sizes"))
     return None
+
+
+def _gate(lock, exclusive: bool):
+    """The whole-job device gate: alone on the device when `exclusive`, else shared.
+
+    Only the pool's DeviceLock has a gate; inline runs (one job at a time) need none.
+    """
+    if hasattr(lock, "exclusive"):
+        return lock.exclusive() if exclusive else lock.shared()
+    return contextlib.nullcontext()
 
 
 def _error_text(exc: BaseException) -> str:

@@ -10,6 +10,7 @@ lock per device, so a device is never timed while another worker times on it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import multiprocessing as mp
@@ -63,8 +64,83 @@ def _resolve(target: str):
     return getattr(importlib.import_module(module), name)
 
 
-def _worker_main(conn, target: str, lock, env: dict[str, str]) -> None:
+_FREE, _SHARED, _WAITING, _EXCLUSIVE = 0, 1, 2, 3
+
+
+class DeviceLock:
+    """The locks of one device, shared by the pool's workers on it.
+
+    Used as a context manager it is the timing lock (one worker times at a time). `shared()` and
+    `exclusive()` form a gate around whole jobs: any number of shared holders, or one exclusive
+    holder and nobody else (a job that ran out of memory runs again alone, with no other
+    worker's tensors on the device). The gate's state is one entry per worker, so the pool
+    frees the entry of a worker it kills (`reset`) and nothing leaks.
+    """
+
+    def __init__(self, ctx, workers: int) -> None:
+        self._timing = ctx.Lock()
+        self._cond = ctx.Condition()
+        self._state = ctx.Array("b", workers, lock=False)
+        self.index: int | None = None
+
+    def bind(self, index: int) -> DeviceLock:
+        """This process is worker `index` (called in the worker)."""
+        self.index = index
+        return self
+
+    def __enter__(self):
+        self._timing.acquire()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self._timing.release()
+        return False
+
+    def _set(self, value: int) -> None:
+        self._state[self.index] = value
+        self._cond.notify_all()
+
+    def _others(self) -> list[tuple[int, int]]:
+        return [(j, v) for j, v in enumerate(self._state) if j != self.index and v != _FREE]
+
+    @contextlib.contextmanager
+    def shared(self):
+        """Hold the gate with other shared holders; wait while anyone waits for it alone."""
+        with self._cond:
+            self._cond.wait_for(lambda: all(v == _SHARED for _, v in self._others()))
+            self._set(_SHARED)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._set(_FREE)
+
+    @contextlib.contextmanager
+    def exclusive(self):
+        """Hold the gate alone (waiters queue by worker index)."""
+        with self._cond:
+            self._set(_WAITING)
+            self._cond.wait_for(
+                lambda: all(v == _WAITING and j > self.index for j, v in self._others())
+            )
+            self._set(_EXCLUSIVE)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._set(_FREE)
+
+    def reset(self, index: int) -> None:
+        """Free a (killed) worker's entry (called in the pool)."""
+        with self._cond:
+            self._state[index] = _FREE
+            self._cond.notify_all()
+
+
+def _worker_main(conn, target: str, lock, env: dict[str, str], index: int = 0) -> None:
     os.environ.update(env)
+    if isinstance(lock, DeviceLock):
+        lock.bind(index)
     function = _resolve(target)
     while True:
         try:
@@ -81,9 +157,9 @@ def _worker_main(conn, target: str, lock, env: dict[str, str]) -> None:
 
 
 class _Worker:
-    def __init__(self, ctx, target: str, lock, env: dict[str, str]) -> None:
+    def __init__(self, ctx, target: str, lock, env: dict[str, str], index: int) -> None:
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child, target, lock, env))
+        self.process = ctx.Process(target=_worker_main, args=(child, target, lock, env, index))
         self.process.daemon = True
         self.process.start()
         child.close()
@@ -117,7 +193,7 @@ class LocalProcessPool:
         self._per_worker = per_worker_env or [{}] * workers
         # One timing lock per device: workers with the same extra environment (the same
         # CUDA_VISIBLE_DEVICES) share a lock, so two GPUs time at once but one GPU never does.
-        self._locks = {self._group(i): self._ctx.Lock() for i in range(workers)}
+        self._locks = {self._group(i): DeviceLock(self._ctx, workers) for i in range(workers)}
         self._workers = [self._start(i) for i in range(workers)]
         self._queue: deque = deque()
         self._done: deque[JobResult] = deque()
@@ -128,7 +204,7 @@ class LocalProcessPool:
 
     def _start(self, index: int) -> _Worker:
         env = {**self._env, **self._per_worker[index % len(self._per_worker)]}
-        return _Worker(self._ctx, self._target, self._locks[self._group(index)], env)
+        return _Worker(self._ctx, self._target, self._locks[self._group(index)], env, index)
 
     @property
     def pending(self) -> int:
@@ -154,6 +230,7 @@ class LocalProcessPool:
             old.process.kill()
         old.process.join(timeout=10)
         old.conn.close()
+        self._locks[self._group(index)].reset(index)  # what the killed worker held
         self._workers[index] = self._start(index)
 
     def next_result(self) -> JobResult:

@@ -180,6 +180,38 @@ def _overlap(spans) -> bool:
     return b0 < a1
 
 
+def _gated_span(payload, lock):
+    seconds, exclusive = payload
+    with lock.exclusive() if exclusive else lock.shared():
+        start = time.monotonic()
+        time.sleep(seconds)
+        return start, time.monotonic(), exclusive
+
+
+def test_an_exclusive_job_runs_alone_on_its_device():
+    target = "tests.synth.test_pipeline:_gated_span"
+    with LocalProcessPool(target, workers=3, timeout_s=60) as pool:
+        for payload in ((0.6, False), (0.6, True), (0.6, False), (0.6, False)):
+            pool.submit(payload, payload)
+        spans = [pool.next_result().value for _ in range(4)]
+    alone = [sp for sp in spans if sp[2]]
+    shared = [sp for sp in spans if not sp[2]]
+    assert len(alone) == 1
+    assert not any(_overlap([alone[0][:2], sp[:2]]) for sp in shared)
+    assert any(_overlap([a[:2], b[:2]]) for a in shared for b in shared if a is not b)
+
+
+def test_a_killed_worker_does_not_keep_the_device_gate():
+    target = "tests.synth.test_pipeline:_gated_span"
+    with LocalProcessPool(target, workers=2, timeout_s=2) as pool:
+        pool.submit("stuck", (60, False))  # holds the gate shared until killed at 2 s
+        first = pool.next_result()
+        pool.submit("alone", (0.1, True))
+        second = pool.next_result()
+    assert not first.ok and "timed out" in first.error
+    assert second.ok and second.value[2]
+
+
 @pytest.mark.parametrize("devices,overlap", [(("0", "1"), True), (("0", "0"), False)])
 def test_process_pool_has_one_timing_lock_per_device(devices, overlap):
     env = [{"CUDA_VISIBLE_DEVICES": d} for d in devices]
