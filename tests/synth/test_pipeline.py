@@ -203,8 +203,9 @@ def test_an_exclusive_job_runs_alone_on_its_device():
 
 def test_a_killed_worker_does_not_keep_the_device_gate():
     target = "tests.synth.test_pipeline:_gated_span"
-    with LocalProcessPool(target, workers=2, timeout_s=2) as pool:
-        pool.submit("stuck", (60, False))  # holds the gate shared until killed at 2 s
+    # The deadline also covers a fresh worker's imports: generous, for a loaded CI machine.
+    with LocalProcessPool(target, workers=2, timeout_s=15) as pool:
+        pool.submit("stuck", (600, False))  # holds the gate shared until killed at 15 s
         first = pool.next_result()
         pool.submit("alone", (0.1, True))
         second = pool.next_result()
