@@ -304,26 +304,29 @@ class Judge:
         key = baseline_key(task.content_hash, self.info, cfg)
         cached = self._baselines.get(key) if timing else None
         wanted = [b for b in cfg.baselines if timing and not (cached and b in cached)]
-        ref = self._run_worker(
-            "reference",
-            tmp,
-            {
-                "device": cfg.device,
-                "seeds": seeds,
-                "init_seed": init_seed,
-                "distributions": distributions,
-                "candidate_outputs_path": str(cand["outputs_path"]),
-                "arena_path": str(arena) if arena else None,
-                "mode": cfg.tolerance_mode,
-                "fp64_ok": probe["fp64_ok"],
-                "baselines": wanted,
-                "warmup_runs": cfg.warmup_runs,
-                "timed_runs": cfg.timed_runs,
-            },
-            timeout_s=cfg.run_timeout_s
-            + (cfg.compile_baseline_timeout_s if "compile" in wanted else 0),
-            task=task,
+        ref_request = {
+            "device": cfg.device,
+            "seeds": seeds,
+            "init_seed": init_seed,
+            "distributions": distributions,
+            "candidate_outputs_path": str(cand["outputs_path"]),
+            "arena_path": str(arena) if arena else None,
+            "mode": cfg.tolerance_mode,
+            "fp64_ok": probe["fp64_ok"],
+            "baselines": wanted,
+            "warmup_runs": cfg.warmup_runs,
+            "timed_runs": cfg.timed_runs,
+        }
+        ref_timeout_s = cfg.run_timeout_s + (
+            cfg.compile_baseline_timeout_s if "compile" in wanted else 0
         )
+        ref = self._run_worker("reference", tmp, ref_request, ref_timeout_s, task=task)
+        if not ref["ok"] and ref.get("timed_out"):
+            # The reference is trusted code: running out of time means an overloaded machine,
+            # not a verdict. Once more, with twice the time (the candidate's outputs are kept).
+            logger.warning("the reference of %s timed out; retrying once", task.task_id)
+            verdict.flags["reference_retried"] = ref["error"][:300]
+            ref = self._run_worker("reference", tmp, ref_request, 2 * ref_timeout_s, task=task)
         verdict.stage_times_s["reference"] = ref["duration_s"]
         _add_worker_stages(verdict, "reference", ref.get("result") or {})
         if not ref["ok"]:
@@ -476,6 +479,7 @@ class Judge:
             "result": result or {},
             "error": error,
             "duration_s": proc.duration_s,
+            "timed_out": proc.timed_out,
         }
 
 

@@ -507,8 +507,8 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
         if req.get("candidate_outputs_path"):
             rep.enter("compare")
             try:
+                # The file stays until the judgement ends: a retried reference reads it again.
                 cand = load_outputs(req["candidate_outputs_path"], req.get("arena_path"), device)
-                os.unlink(req["candidate_outputs_path"])
                 if not isinstance(cand, dict) or not isinstance(cand.get("trials"), list):
                     raise TypeError("unexpected layout")
             except Exception as exc:  # the candidate wrote that file: its content is untrusted

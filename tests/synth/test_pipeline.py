@@ -160,8 +160,9 @@ def _sleepy(payload, lock):
 
 
 def test_process_pool_survives_a_hung_job():
-    with LocalProcessPool("tests.synth.test_pipeline:_sleepy", workers=1, timeout_s=3) as pool:
-        pool.submit("slow", 60)
+    # The deadline also covers the fresh worker's imports: generous, for a loaded CI machine.
+    with LocalProcessPool("tests.synth.test_pipeline:_sleepy", workers=1, timeout_s=15) as pool:
+        pool.submit("slow", 600)
         pool.submit("fast", 0)
         results = {r.key: r for r in (pool.next_result(), pool.next_result())}
     assert not results["slow"].ok and "timed out" in results["slow"].error
@@ -228,15 +229,15 @@ def test_process_pool_has_one_timing_lock_per_device(devices, overlap):
 def test_cli_synth_writes_tasks_that_load_and_are_judgeable(tmp_path, capsys):
     out = tmp_path / "x.parquet"
     code = main(
-        ["synth", "--n", "3", "--device", "cpu", "--seed", "3", "--out", str(out), "--no-progress"]
+        ["synth", "--n", "20", "--device", "cpu", "--seed", "3", "--out", str(out), "--no-progress"]
     )
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "filter" in printed and "compile" in printed and "chain length" in printed
     tasks = load_task_parquet(out)
-    assert len(tasks) == 3
+    assert len(tasks) == 20
     summary = json.loads(out.with_suffix(".summary.json").read_text())
-    assert summary["n_accepted"] == 3
+    assert summary["n_accepted"] == 20
     for task in tasks:
         prov = tasks.meta[task.task_id]["provenance"]
         assert prov["device"] == "cpu" and prov["torch"] and prov["seed"] == 3
@@ -254,9 +255,9 @@ def test_cli_synth_writes_tasks_that_load_and_are_judgeable(tmp_path, capsys):
         task_source=str(out),
         judge=JudgeConfig(device="cpu", timed_runs=3, warmup_runs=1),
     )
-    first = tasks.ids()[0]
-    obs, info = env.reset(seed=0, options={"task_id": first})
-    assert info["task_id"] == first and "class Model" in obs
+    for task_id in tasks.ids():  # every task starts an episode
+        obs, info = env.reset(seed=0, options={"task_id": task_id})
+        assert info["task_id"] == task_id and "class Model" in obs
     obs, info2 = env.reset(seed=1)
     assert info2["task_id"] in tasks.ids()
     model_new = (
