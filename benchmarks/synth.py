@@ -100,32 +100,27 @@ def journal_stats(path: str) -> dict:
     candidate counts as `resource` (it reached no verdict) and its filter as not reached.
     """
     from cuda_gym.synth.filters import RESOURCE, is_out_of_memory
-    from cuda_gym.synth.pipeline import ALL_FILTERS
+    from cuda_gym.synth.pipeline import filter_stats
 
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
         records = [json.loads(line)["record"] for line in f if line.strip()]
-    stats = {name: {"reached": 0, "passed": 0} for name in ALL_FILTERS}
-    accepted = 0
+    per_candidate = []
     for rec in records:
         filters = dict(rec["filters"])
         failed = rec.get("failed")
         if failed and failed != RESOURCE and is_out_of_memory(json.dumps(filters.get(failed))):
             filters.pop(failed)
             filters[RESOURCE] = {"passed": False}
-        for name, result in filters.items():
-            stats[name]["reached"] += 1
-            stats[name]["passed"] += int(bool(result.get("passed")))
-        accepted += bool(rec.get("accepted"))
-    for s in stats.values():
-        s["pass_rate"] = s["passed"] / s["reached"] if s["reached"] else None
+        per_candidate.append(filters)
+    stats = filter_stats(per_candidate)
     return {
         "benchmark": "synth-journal-stats",
         "journal": path,
         "candidates": len(records),
-        "accepted_before_near_duplicates": accepted,
-        "out_of_memory": stats[RESOURCE]["reached"],
-        "filters": {k: v for k, v in stats.items() if v["reached"]},
+        "accepted_before_near_duplicates": sum(bool(r.get("accepted")) for r in records),
+        "out_of_memory": stats.get(RESOURCE, {}).get("reached", 0),
+        "filters": stats,
     }
 
 

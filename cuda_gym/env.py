@@ -16,8 +16,8 @@ from cuda_gym.actions import FORMAT_HELP, parse_action
 from cuda_gym.config import EnvConfig
 from cuda_gym.errors import EnvStateError, UnknownTaskError
 from cuda_gym.judge import Judge, Verdict
-from cuda_gym.judge.device import cuda_probe, resolve_device
-from cuda_gym.runtime.slots import SlotSizes, default_slot_sizes, judge_slots, visible_gpus
+from cuda_gym.judge.device import judge_gpus, resolve_device
+from cuda_gym.runtime.slots import SlotSizes, default_slot_sizes, judge_slots
 from cuda_gym.skills import skills_for_device
 from cuda_gym.spaces import AgentText
 from cuda_gym.tasks import Task, load_task, resolve_task_source
@@ -99,7 +99,8 @@ class CudaKernelEnv(gym.Env[str, Any]):
         self.render_mode = render_mode
         self.device = resolve_device(self.config.device)
         self.judge = Judge(self.config.judge_config(self.device))
-        self.slots = judge_slots(self.device, self._slot_sizes(), self._gpus())
+        gpus = judge_gpus(self.device)  # slots place each judge call on one of them
+        self.slots = judge_slots(self.device, self._slot_sizes(len(gpus)), gpus)
         self.skills = {s.name: s for s in skills_for_device(self.device)}
         self.action_space = AgentText(MAX_ACTION_CHARS)
         self.observation_space = AgentText(self.config.max_observation_chars + 2000)
@@ -277,14 +278,8 @@ class CudaKernelEnv(gym.Env[str, Any]):
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="cuda_gym_env")
             return self._executor
 
-    def _gpus(self) -> tuple[str, ...]:
-        # Judge slots place each call on one of the visible GPUs (one timing per GPU at a time).
-        if self.device != "cuda":
-            return ()
-        return visible_gpus(int(cuda_probe().get("count") or 1))
-
-    def _slot_sizes(self) -> SlotSizes:
-        default = default_slot_sizes(self.device, gpu_count=max(1, len(self._gpus())))
+    def _slot_sizes(self, gpu_count: int) -> SlotSizes:
+        default = default_slot_sizes(self.device, gpu_count=max(1, gpu_count))
         return SlotSizes(
             timed=self.config.timed_judge_slots or default.timed,
             untimed=self.config.untimed_judge_slots or default.untimed,

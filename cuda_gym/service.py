@@ -27,8 +27,8 @@ from pathlib import Path
 
 from cuda_gym.errors import ConfigError, WorkerError
 from cuda_gym.judge import Judge, JudgeConfig, Verdict
-from cuda_gym.judge.device import cuda_probe
-from cuda_gym.runtime.slots import default_slot_sizes, judge_slots, visible_gpus
+from cuda_gym.judge.device import judge_gpus
+from cuda_gym.runtime.slots import default_slot_sizes, judge_slots
 from cuda_gym.tasks import Task
 
 BACKENDS = ("local", "ray")
@@ -94,7 +94,7 @@ class LocalJudgeService:
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="cuda_gym_judge")
         self._bound = _Bounded(max_pending or 4 * workers)
         self._local = threading.local()
-        gpus = visible_gpus(int(cuda_probe().get("count") or 1)) if config.device == "cuda" else ()
+        gpus = judge_gpus(config.device)
         sizes = default_slot_sizes(config.device, gpu_count=max(1, len(gpus)))
         self._slots = judge_slots(config.device, sizes, gpus)
 

@@ -91,6 +91,15 @@ def _cuda_probe() -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def judge_gpus(device: str) -> tuple[str, ...]:
+    """The GPUs judge slots place calls on (`runtime.slots.visible_gpus`); none on the CPU."""
+    from cuda_gym.runtime.slots import visible_gpus
+
+    if device != "cuda":
+        return ()
+    return visible_gpus(int(cuda_probe().get("count") or 1))
+
+
 def cuda_available() -> bool:
     """True when a child process can use a CUDA GPU."""
     return bool(cuda_probe().get("available"))

@@ -173,7 +173,8 @@ def bind(namespace: dict, module_file: str) -> None:
     `module_file`.
     """
     here = os.path.dirname(os.path.abspath(module_file))
-    spec = json.loads(open(os.path.join(here, "entry_points.json")).read())
+    with open(os.path.join(here, "entry_points.json")) as f:
+        spec = json.load(f)
     library = ctypes.CDLL(os.path.join(here, spec["library"]), mode=ctypes.RTLD_LOCAL)
     for entry in spec["entry_points"]:
         params = [Param(**p) for p in entry["params"]]

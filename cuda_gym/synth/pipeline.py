@@ -20,6 +20,7 @@ import platform
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -70,14 +71,7 @@ class SynthRun:
 
     def filter_stats(self) -> dict[str, dict]:
         """Per filter: candidates that reached it, passed it, and the conditional pass rate."""
-        stats = {name: {"reached": 0, "passed": 0} for name in ALL_FILTERS}
-        for rec in self.records:
-            for name, result in rec["filters"].items():
-                stats[name]["reached"] += 1
-                stats[name]["passed"] += int(bool(result.get("passed")))
-        for s in stats.values():
-            s["pass_rate"] = s["passed"] / s["reached"] if s["reached"] else None
-        return {k: v for k, v in stats.items() if v["reached"]}
+        return filter_stats(r["filters"] for r in self.records)
 
     def summary(self) -> dict:
         """Counts, rates and distributions of the run."""
@@ -102,6 +96,18 @@ class SynthRun:
             "stopped_by_time_limit": self.stopped_by_time_limit,
             "environment": self.environment,
         }
+
+
+def filter_stats(per_candidate: Iterable[dict]) -> dict[str, dict]:
+    """Reached, passed and pass rate of each filter, from every candidate's filter results."""
+    stats = {name: {"reached": 0, "passed": 0} for name in ALL_FILTERS}
+    for filters in per_candidate:
+        for name, result in filters.items():
+            stats[name]["reached"] += 1
+            stats[name]["passed"] += int(bool(result.get("passed")))
+    for s in stats.values():
+        s["pass_rate"] = s["passed"] / s["reached"] if s["reached"] else None
+    return {k: v for k, v in stats.items() if v["reached"]}
 
 
 def environment_info(device: str) -> dict:
