@@ -1,7 +1,10 @@
 """Input sets for correctness trials: the task's own inputs, re-drawn from several distributions.
 
 Both judge processes call `make_inputs` with the same seed and distribution and get bitwise the
-same tensors (created on the device, from the device RNG).
+same tensors (created on the device, from the device RNG). The transforms therefore use only
+correctly rounded arithmetic (+, -, *, rounding, table look-up), never exp or pow: a CPU process's
+exp can differ from another's in the last bits (seen on CI: 5e-5 relative in one process's main
+thread), and the reference would then judge the candidate on other inputs than its own.
 """
 
 from __future__ import annotations
@@ -20,14 +23,28 @@ def _transform(x: torch.Tensor, distribution: str, gen: torch.Generator) -> torc
         u = torch.rand(x.shape, generator=gen, device=x.device, dtype=x.dtype)
         return lo + u * (hi - lo)
     if distribution == "heavy_tailed":
-        # Log-normal multipliers: same signs, rare values far out in the tails.
-        z = torch.randn(x.shape, generator=gen, device=x.device, dtype=x.dtype)
-        return x * torch.exp(0.75 * z)
+        # Nearly log-normal multipliers, 2^t with t ~ N(0, (0.75/ln 2)^2): same signs, rare values
+        # far out in the tails. 2^t = 2^k * 2^f with k = round(t), and 2^f ~ 1 + f ln 2.
+        t = torch.randn(x.shape, generator=gen, device=x.device, dtype=torch.float32)
+        t = (t * (0.75 / LN2)).clamp_(-POW2_SPAN, POW2_SPAN)
+        k = t.round()
+        return x * _power_table(2.0, POW2_SPAN, x, k) * (1.0 + (t - k) * LN2).to(x.dtype)
     if distribution == "wide_range":
-        # Magnitudes spread over six decades.
-        u = torch.rand(x.shape, generator=gen, device=x.device, dtype=x.dtype)
-        return x * torch.pow(10.0, 6.0 * u - 3.0)
+        # Magnitudes spread over six decades: 10^k * (1 + 9 f), k = -3..2 and f uniform in [0, 1).
+        e = torch.rand(x.shape, generator=gen, device=x.device, dtype=torch.float32) * 6.0 - 3.0
+        k = e.floor().clamp_(-3, 2)
+        return x * _power_table(10.0, 3, x, k) * (1.0 + (e - k) * 9.0).to(x.dtype)
     raise ValueError(f"unknown distribution {distribution!r}")
+
+
+LN2 = 0.6931471805599453
+POW2_SPAN = 8  # multipliers from 2^-8 to 2^8: past 10 standard deviations
+
+
+def _power_table(base: float, span: int, x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """base**k for integer-valued k in [-span, span], looked up (exact to x's dtype)."""
+    table = torch.tensor([base**i for i in range(-span, span + 1)], dtype=x.dtype, device=x.device)
+    return table[(k + span).long()]
 
 
 def make_inputs(task, seed: int, device: str, distribution: str = "as_is") -> list:

@@ -11,6 +11,17 @@ from cuda_gym.judge import transfer
 from cuda_gym.judge.transfer import ArenaPool, OutputWriter, load_outputs, remove_stale_arenas
 
 
+@pytest.fixture(autouse=True)
+def room_anywhere(monkeypatch):
+    """The arena may grow whatever the filesystem's fill: these tests are not about room.
+
+    (A CI machine's temporary directory can be more than three quarters full, and the room rule
+    would then send every tensor into the index.) `test_a_full_filesystem_*` sets the rule back.
+    """
+    monkeypatch.setattr(transfer, "ROOM_SHARE", 0.0)
+    monkeypatch.setattr(transfer, "ROOM_MIN_BYTES", 0)
+
+
 def sample_tree():
     return {
         "trials": [[torch.randn(3, 5), torch.arange(7)], [torch.ones(2, dtype=torch.bool), 1.5]],
@@ -88,6 +99,18 @@ def test_without_room_the_tensors_go_into_the_index(tmp_path, monkeypatch):
         assert_same(tree, load_outputs(str(index), str(arena), "cpu"))
     writer, index = write(tree, tmp_path, None)
     assert_same(tree, load_outputs(str(index), None, "cpu"))
+
+
+def test_a_full_filesystem_keeps_its_reserve(tmp_path, monkeypatch):
+    # Growing the arena must leave ROOM_MIN_BYTES free; ask for more than the filesystem has.
+    free = os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize
+    monkeypatch.setattr(transfer, "ROOM_MIN_BYTES", free + (1 << 30))
+    tree = sample_tree()
+    with ArenaPool(tmp_path).lease() as arena:
+        writer, index = write(tree, tmp_path, arena)
+        assert writer.arena_bytes == 0 and writer.host_bytes > 0
+        assert arena.stat().st_size == 0
+        assert_same(tree, load_outputs(str(index), str(arena), "cpu"))
 
 
 @pytest.mark.parametrize(
