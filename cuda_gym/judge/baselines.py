@@ -16,7 +16,11 @@ from cuda_gym.judge.device import DeviceInfo
 
 
 def baseline_key(task_hash: str, info: DeviceInfo, config: JudgeConfig) -> str:
-    """Key of a task's baselines: task, device model, driver and versions, mode, timing method."""
+    """Key of a task's baselines: task, device model, driver and versions, timing method.
+
+    Not the tolerance mode: it changes how outputs are compared, not how the reference is
+    timed, so runs in `paper` and `strict` mode share one set of baselines.
+    """
     parts = [
         task_hash,
         info.device,
@@ -24,7 +28,6 @@ def baseline_key(task_hash: str, info: DeviceInfo, config: JudgeConfig) -> str:
         info.torch_version,
         str(info.cuda_version),
         str(info.driver_version),
-        config.tolerance_mode,
         str(config.warmup_runs),
         str(config.timed_runs),
         "tf32-off",

@@ -4,7 +4,9 @@ import subprocess
 import sys
 import time
 
-from cuda_gym.judge.baselines import JsonCache
+from cuda_gym.judge.baselines import JsonCache, baseline_key
+from cuda_gym.judge.config import JudgeConfig
+from cuda_gym.judge.device import DeviceInfo
 
 WAITER = """
 import sys
@@ -29,3 +31,15 @@ def test_the_lock_excludes_other_processes(tmp_path):
     out, _ = proc.communicate(timeout=60)
     # It got the lock only after the holder had stored the document, and can reuse it.
     assert out.strip() == "acquired {'probe': 1}"
+
+
+def test_baselines_are_shared_between_tolerance_modes_but_not_timing_settings():
+    info = DeviceInfo("cuda", "NVIDIA H200", "9.0", "2.11.0", "13.0", "580.0")
+    paper = JudgeConfig(device="cuda", tolerance_mode="paper")
+    strict = JudgeConfig(device="cuda", tolerance_mode="strict")
+    assert baseline_key("h", info, paper) == baseline_key("h", info, strict)
+    more_runs = JudgeConfig(device="cuda", timed_runs=paper.timed_runs + 1)
+    assert baseline_key("h", info, more_runs) != baseline_key("h", info, paper)
+    other_gpu = DeviceInfo("cuda", "NVIDIA H100", "9.0", "2.11.0", "13.0", "580.0")
+    assert baseline_key("h", other_gpu, paper) != baseline_key("h", info, paper)
+    assert baseline_key("g", info, paper) != baseline_key("h", info, paper)
