@@ -77,7 +77,12 @@ def parse_args(argv: list[str] | None = None) -> HarnessConfig:
     judge.add_argument("--cache-dir", default=None, help="default: $CUDA_GYM_CACHE")
     run_group = p.add_argument_group("execution")
     run_group.add_argument("--workers", type=int, default=d["workers"].default)
-    run_group.add_argument("--gpus", type=_ints, default=None, help="one GPU per worker: 0,1,2")
+    run_group.add_argument(
+        "--gpus",
+        type=_ints,
+        default=None,
+        help="GPUs the workers are spread over: 0,1 (workers: a multiple of their count)",
+    )
     run_group.add_argument(
         "--max-wall-s", type=float, default=None, help="stop after N s; resume by running again"
     )

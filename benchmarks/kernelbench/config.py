@@ -64,8 +64,9 @@ class HarnessConfig:
         device: "cuda" or "cpu".
         mode: Precision mode: "strict", "paper" or "kernelbench".
         workers: Problems judged at once (child processes); 1 runs them one after another.
-        gpus: GPU indices, one worker per GPU (each worker sees only its GPU); None = all
-            workers share the visible GPUs.
+        gpus: GPU indices the workers are spread over, round-robin (each worker sees only its
+            GPU); None = all workers share the visible GPUs. Workers on one GPU overlap
+            everything but their timing (the judge's device gate keeps timings apart).
         max_turns: Turns per agent episode.
         time_budget_s: Wall-clock seconds per agent episode.
         warmup_runs: Untimed calls before timing.
@@ -162,10 +163,10 @@ class HarnessConfig:
             raise ConfigError(f"mode must be one of {MODES}, got {self.mode!r}")
         if self.workers < 1:
             raise ConfigError("workers must be at least 1")
-        if self.gpus is not None and len(self.gpus) != self.workers:
+        if self.gpus is not None and (not self.gpus or self.workers % len(self.gpus)):
             raise ConfigError(
                 f"--gpus names {len(self.gpus)} GPUs but --workers is {self.workers}: "
-                "give one GPU per worker"
+                "give a multiple of the GPU count, so that every GPU gets as many workers"
             )
         if self.limit is not None and self.limit < 1:
             raise ConfigError("limit must be at least 1")

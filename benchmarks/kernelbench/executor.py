@@ -2,8 +2,9 @@
 
 Both share one small interface, `map_unordered(fn, items)`, so a shared execution service can
 take their place. Judge work already runs in child processes; workers add parallelism across
-problems, and with `gpus` each worker sees only its own GPU (CUDA_VISIBLE_DEVICES), so timing
-on one GPU never overlaps another problem's.
+problems, and with `gpus` each worker sees only its own GPU (CUDA_VISIBLE_DEVICES). Several
+workers may share a GPU: the judge's device gate (cuda_gym.runtime.device_gate) lets them overlap
+everything but their timing.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def _init_worker(gpu_queue) -> None:
 
 
 class ProcessExecutor:
-    """A pool of `workers` spawned processes; with `gpus`, worker i sees only GPU gpus[i].
+    """A pool of `workers` spawned processes; with `gpus`, worker i sees only GPU gpus[i % n].
 
     At most `workers` jobs are in flight; an interrupted run loses only the jobs in flight.
     """
@@ -55,8 +56,8 @@ class ProcessExecutor:
         queue = None
         if gpus:
             queue = ctx.Queue()
-            for gpu in gpus:
-                queue.put(gpu)
+            for i in range(workers):
+                queue.put(gpus[i % len(gpus)])
         self.workers = workers
         self._pool = ProcessPoolExecutor(
             max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(queue,)

@@ -116,12 +116,6 @@ def run(cfg: HarnessConfig) -> dict:
     seeded = baseline_file.seed_cache(cache)
     if seeded:
         logger.info("%d baselines taken from %s", seeded, baseline_file.path)
-    if cfg.device == "cuda" and cfg.workers > 1 and not cfg.gpus:
-        logger.warning(
-            "%d workers share the visible GPUs: their timings overlap. Use --gpus for one GPU "
-            "per worker.",
-            cfg.workers,
-        )
 
     todo = []
     for problem in problems:

@@ -51,6 +51,11 @@ class JudgeConfig:
             already imported torch (cuda_gym.runtime.zygote) instead of starting Python afresh;
             each worker is still its own process, session and process group. Off by default
             until an intermittent false rejection seen on the CPU device is understood.
+        device_gate: Workers take their device's gate (cuda_gym.runtime.device_gate): they
+            time and profile only while no other judge worker on the machine uses the device,
+            so judgements of several processes can share a GPU. Waiting there does not count
+            against run_timeout_s (up to gate_wait_max_s).
+        gate_wait_max_s: The most a worker's clock stops while it waits for the gate.
     """
 
     device: str = "cpu"
@@ -69,6 +74,8 @@ class JudgeConfig:
     cuda_flags: tuple[str, ...] = ("-O3",)
     cxx_flags: tuple[str, ...] = ("-O3",)
     fast_worker_start: bool = False
+    device_gate: bool = True
+    gate_wait_max_s: float = 1800.0
 
     def __post_init__(self) -> None:
         if self.device not in ("cuda", "cpu"):
@@ -85,7 +92,12 @@ class JudgeConfig:
         unknown = set(self.baselines) - set(BASELINES)
         if unknown:
             raise ConfigError(f"Unknown baselines {sorted(unknown)}; use a subset of {BASELINES}")
-        for name in ("build_timeout_s", "run_timeout_s", "compile_baseline_timeout_s"):
+        for name in (
+            "build_timeout_s",
+            "run_timeout_s",
+            "compile_baseline_timeout_s",
+            "gate_wait_max_s",
+        ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"JudgeConfig.{name} must be positive")
         if not 0 <= self.reward_margin < 1:

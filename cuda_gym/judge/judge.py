@@ -33,6 +33,7 @@ from cuda_gym.judge.static_checks import (
 from cuda_gym.judge.transfer import remove_stale, shared_arena_pool
 from cuda_gym.judge.verdict import BuildResult, Verdict, compute_reward
 from cuda_gym.runtime import python_child_env, run_process
+from cuda_gym.runtime.process import Pause
 from cuda_gym.runtime.slots import current_gpu
 from cuda_gym.runtime.zygote import shared_launcher
 from cuda_gym.tasks import Task
@@ -423,7 +424,12 @@ class Judge:
         work.mkdir()
         result_path = work / "result.json"
         outputs_path = work / "outputs.pt"
-        request = dict(request, result_path=str(result_path), outputs_path=str(outputs_path))
+        request = dict(
+            request,
+            result_path=str(result_path),
+            outputs_path=str(outputs_path),
+            device_gate=self.config.device_gate,
+        )
         if task is not None:
             task_path = work / "reference_task.py"
             task_path.write_text(task.source)
@@ -438,6 +444,9 @@ class Judge:
         gpu = current_gpu()
         if gpu is not None and self.config.device == "cuda":
             env["CUDA_VISIBLE_DEVICES"] = gpu  # the GPU of the judge slot this call holds
+        stage_file = result_path.with_suffix(".stage")
+        # The clock stops while the worker waits for its device's gate (another process times).
+        pause = Pause(lambda: _read_stage(stage_file) == "gate", self.config.gate_wait_max_s)
         if self.config.fast_worker_start:
             proc = shared_launcher(base_env, WORKER_PRELOAD).run(
                 "cuda_gym.judge.worker",
@@ -446,6 +455,7 @@ class Judge:
                 cwd=work,
                 env=env,
                 stdin_data=json.dumps(request).encode(),
+                pause=pause,
             )
         else:
             proc = run_process(
@@ -454,9 +464,9 @@ class Judge:
                 cwd=work,
                 env=env,
                 stdin_data=json.dumps(request).encode(),
+                pause=pause,
             )
-        stage_file = result_path.with_suffix(".stage")
-        stage = stage_file.read_text() if stage_file.exists() else "start"
+        stage = _read_stage(stage_file) or "start"
         result = json.loads(result_path.read_text()) if result_path.exists() else None
         if result is not None and result.get("ok") and proc.ok:
             return {
@@ -481,6 +491,14 @@ class Judge:
             "duration_s": proc.duration_s,
             "timed_out": proc.timed_out,
         }
+
+
+def _read_stage(path: Path) -> str | None:
+    """The stage a worker last reported, or None (not started, or unreadable)."""
+    try:
+        return path.read_text()
+    except OSError:
+        return None
 
 
 def _add_worker_stages(verdict: Verdict, role: str, result: dict) -> None:

@@ -16,6 +16,7 @@ are dropped before candidate code is imported.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -55,6 +56,37 @@ class _Reporter:
         tmp = self.result_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(result))
         tmp.replace(self.result_path)
+
+
+# This worker's DeviceGate (cuda_gym.runtime.device_gate), when the judge asked for one: held
+# shared for the worker's whole device work, alone while it times or profiles.
+_GATE = None
+
+
+def _open_gate(req: dict, rep: _Reporter):
+    """Enter the device's gate (shared) if the request asks for it; a context manager."""
+    global _GATE
+    if not req.get("device_gate"):
+        return contextlib.nullcontext()
+    from cuda_gym.runtime.device_gate import DeviceGate, device_identity
+
+    name = device_identity(req["device"])  # imports torch (stage "start")
+    rep.enter("gate")
+    _GATE = DeviceGate(name)
+    return _GATE.shared()
+
+
+@contextlib.contextmanager
+def _alone(rep: _Reporter, stage: str):
+    """Hold the device alone (waiting in stage "gate"), then run the block in `stage`."""
+    if _GATE is not None:
+        rep.enter("gate")
+        with _GATE.exclusive():
+            rep.enter(stage)
+            yield
+    else:
+        rep.enter(stage)
+        yield
 
 
 def _pin_numerics() -> dict:
@@ -343,7 +375,9 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
     kernels = None
     if not violations:
         try:
-            with torch.no_grad():
+            with torch.no_grad(), contextlib.ExitStack() as alone:
+                if req.get("timing") or req.get("profile"):
+                    alone.enter_context(_alone(rep, "timing" if req.get("timing") else "profile"))
                 if req.get("timing"):
                     rep.enter("timing")
                     timing, last_set, last_out = Timer(device).time_ms(
@@ -559,9 +593,12 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
                 rep.enter(f"baseline:{name}")
                 fn = model if name == "eager" else torch.compile(model)
                 try:
-                    baselines[name], _, _ = timer.time_ms(
-                        fn, input_sets, req["warmup_runs"], req["timed_runs"]
-                    )
+                    if name != "eager":
+                        fn(*_clone(first_inputs))  # compile on the CPU before taking the gate
+                    with _alone(rep, f"baseline:{name}"):
+                        baselines[name], _, _ = timer.time_ms(
+                            fn, input_sets, req["warmup_runs"], req["timed_runs"]
+                        )
                 except Exception as exc:  # a baseline that cannot run is reported, not fatal
                     baselines[name] = {"error": _short_traceback(exc, keep=3)}
     result.update(device_name=_device_name(device), baselines=baselines)
@@ -622,13 +659,16 @@ def _run_role(role: str, req: dict, rep: _Reporter) -> None:
     if role == "build":
         run_build(req, rep)
     elif role == "probe":
-        run_probe(req, rep)
+        with _open_gate(req, rep):
+            run_probe(req, rep)
     elif role == "reference":
         seeds = req.pop("seeds")
-        run_reference(req, seeds, rep)
+        with _open_gate(req, rep):
+            run_reference(req, seeds, rep)
     elif role == "candidate":
         seeds = req.pop("seeds")
-        run_candidate(req, seeds, rep)
+        with _open_gate(req, rep):
+            run_candidate(req, seeds, rep)
     else:
         raise SystemExit(f"unknown role {role!r}")
 

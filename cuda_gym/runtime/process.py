@@ -14,12 +14,56 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_OUTPUT_CHARS = 200_000
+# How often a child with a pausable clock is checked.
+PAUSE_POLL_S = 0.2
+
+
+@dataclass
+class Pause:
+    """Stops a child's clock while `active()` is true, for at most `max_s` seconds in all.
+
+    The judge pauses a worker's clock while it waits for its device's gate (another process
+    is timing there): the wait is not the worker's doing. The bound keeps a child that only
+    claims to wait (the flag is its stage file) from running forever.
+    """
+
+    active: Callable[[], bool]
+    max_s: float
+    used_s: float = 0.0
+
+    def extension(self, elapsed_s: float) -> float:
+        """Seconds to add to the deadline for `elapsed_s` just spent (0 when not paused)."""
+        if self.used_s >= self.max_s or elapsed_s <= 0 or not self.active():
+            return 0.0
+        step = min(elapsed_s, self.max_s - self.used_s)
+        self.used_s += step
+        return step
+
+
+def wait_pausable(proc: subprocess.Popen, deadline: float, pause: Pause | None) -> int:
+    """`proc.wait()` until `deadline` (monotonic), pushed back while `pause` is active.
+
+    Raises:
+        subprocess.TimeoutExpired: The (extended) deadline passed.
+    """
+    if pause is None:
+        return proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    last = time.monotonic()
+    while True:
+        try:
+            return proc.wait(timeout=max(0.0, min(PAUSE_POLL_S, deadline - last)))
+        except subprocess.TimeoutExpired:
+            now = time.monotonic()
+            deadline += pause.extension(now - last)
+            last = now
+            if now >= deadline:
+                raise
 
 
 @dataclass(frozen=True)
@@ -93,6 +137,7 @@ def run_process(
     env: Mapping[str, str] | None = None,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
     stdin_data: bytes | None = None,
+    pause: Pause | None = None,
 ) -> ProcessResult:
     """Run `argv` in a new session and wait at most `timeout_s` seconds.
 
@@ -106,6 +151,7 @@ def run_process(
         env: Full environment of the child (defaults to this process's environment).
         max_output_chars: Bound on each captured stream.
         stdin_data: Bytes written to the child's standard input (keep it small: a request).
+        pause: Stops the clock while the child waits for something outside its control.
 
     Returns:
         The ProcessResult; this function does not raise for failures of the child.
@@ -130,7 +176,7 @@ def run_process(
         )
         timed_out = False
         try:
-            returncode = proc.wait(timeout=timeout_s)
+            returncode = wait_pausable(proc, start + timeout_s, pause)
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(proc.pid)

@@ -35,6 +35,8 @@ from pathlib import Path
 
 from cuda_gym.runtime.process import (
     DEFAULT_MAX_OUTPUT_CHARS,
+    PAUSE_POLL_S,
+    Pause,
     ProcessResult,
     _kill_group,
     _read_bounded,
@@ -238,6 +240,7 @@ class ZygoteLauncher:
         env: Mapping[str, str],
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
         stdin_data: bytes | None = None,
+        pause: Pause | None = None,
     ) -> ProcessResult:
         """Like `run_process([python, -m, module, *args], ...)`, forked from the zygote."""
         with tempfile.TemporaryDirectory(prefix="cuda_gym_zygote_") as tmp:
@@ -262,8 +265,9 @@ class ZygoteLauncher:
                     env=env,
                     max_output_chars=max_output_chars,
                     stdin_data=stdin_data,
+                    pause=pause,
                 )
-            returncode, timed_out = self._wait(pid, start + timeout_s)
+            returncode, timed_out = self._wait(pid, start + timeout_s, pause)
             duration_s = time.monotonic() - start
             with open(paths["stdout"], "rb") as out, open(paths["stderr"], "rb") as err:
                 return ProcessResult(
@@ -292,19 +296,32 @@ class ZygoteLauncher:
                 self._cond.wait(left)
             return self._pids.pop(request["id"])
 
-    def _wait(self, pid: int, deadline: float) -> tuple[int, bool]:
-        """Wait for the exit of `pid`; kill its process group at the deadline."""
+    def _wait(self, pid: int, deadline: float, pause: Pause | None = None) -> tuple[int, bool]:
+        """Wait for the exit of `pid`; kill its process group at the deadline.
+
+        The deadline moves back while `pause` is active (see runtime.process.Pause).
+        """
         timed_out = False
+        last = time.monotonic()
         with self._cond:
             while pid not in self._exits:
                 if self._proc is None:  # the zygote died and cannot reap: kill and give up
                     _kill_group(pid)
                     return -signal.SIGKILL, timed_out
-                left = deadline - time.monotonic()
+                now = time.monotonic()
+                if pause is not None and not timed_out:
+                    deadline += pause.extension(now - last)
+                last = now
+                left = deadline - now
                 if left <= 0 and not timed_out:
                     timed_out = True
                     _kill_group(pid)
-                self._cond.wait(max(left, 0.5) if not timed_out else 1.0)
+                if timed_out:
+                    self._cond.wait(1.0)
+                elif pause is not None:
+                    self._cond.wait(min(max(left, 0.01), PAUSE_POLL_S))
+                else:
+                    self._cond.wait(max(left, 0.5))
             code = self._exits.pop(pid)
         # Reap anything the worker left behind in its group (ninja jobs, spawned helpers).
         _kill_group(pid)

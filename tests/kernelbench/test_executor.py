@@ -1,12 +1,18 @@
 """The executors: in-process, and worker processes pinned to one GPU index each."""
 
 import os
+import time
 
 from benchmarks.kernelbench.executor import InlineExecutor, ProcessExecutor, make_executor
 
 
 def visible_gpu(job: int) -> tuple[int, str | None]:
     return job, os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def worker_and_gpu(job: int) -> tuple[int, str | None]:
+    time.sleep(0.05)
+    return os.getpid(), os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
 def test_inline_runs_in_order_here():
@@ -24,3 +30,16 @@ def test_process_workers_each_see_one_gpu():
         ex.close()
     assert sorted(job for job, _ in results) == list(range(6))
     assert {gpu for _, gpu in results} <= {"5", "7"}
+
+
+def test_several_workers_per_gpu_are_spread_evenly():
+    ex = make_executor(4, gpus=(5, 7))
+    try:
+        # Each job reports its worker's pid and GPU: two workers see each GPU.
+        results = list(ex.map_unordered(worker_and_gpu, range(40)))
+    finally:
+        ex.close()
+    per_worker = dict(results)
+    assert (
+        sorted(per_worker.values()).count("5") <= 2 and sorted(per_worker.values()).count("7") <= 2
+    )

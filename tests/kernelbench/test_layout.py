@@ -87,8 +87,10 @@ def test_config_needs_exactly_one_solver(kb, tmp_path):
         parse_args([*base, "--agent", "scripted"])
     with pytest.raises(ConfigError, match="is not a directory"):
         parse_args([*base, "--solutions-dir", str(tmp_path / "nope")])
-    with pytest.raises(ConfigError, match="one GPU per worker"):
-        parse_args([*base, "--reference-as-solution", "--workers", "2", "--gpus", "0"])
+    with pytest.raises(ConfigError, match="a multiple of the GPU count"):
+        parse_args([*base, "--reference-as-solution", "--workers", "3", "--gpus", "0,1"])
+    cfg = parse_args([*base, "--reference-as-solution", "--workers", "4", "--gpus", "0,1"])
+    assert cfg.gpus == (0, 1) and cfg.workers == 4
     cfg = parse_args([*base, "--agent", "openai", "--model", "m", "--levels", "1,2"])
     assert cfg.levels == (1, 2) and cfg.kind == "agent"
     assert cfg.judge_config().timed_runs == 100

@@ -1,0 +1,148 @@
+"""DeviceGate: while a judge worker times on a device, no other judge worker uses that device.
+
+Judge workers of every process on a machine (envs, the KernelBench harness's processes, the
+local service, other users' runs) take the gate of their device: shared while they run
+correctness trials or compute reference outputs, alone while they time or profile. So several
+judgements can share one GPU for everything but their timing, and timing still sees an idle GPU.
+
+The gate is two flock(2) locks on files named after the device (a GPU's UUID; "cpu" for the host):
+
+- `main`: shared holders work; one exclusive holder times.
+- `turn`: taken briefly by everyone entering, and held by a process waiting to time, so that
+  new shared holders queue behind a waiting timer instead of starving it.
+
+A process never holds `main` while it waits for `turn`, so nobody can deadlock. The kernel drops a
+dead holder's locks, so a killed worker never leaves the gate closed. The files are in /dev/shm
+(or the temporary directory); CUDA_GYM_GATE_DIR overrides the directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+PREFIX = "cuda_gym_gate_"
+
+
+def gate_dir() -> Path:
+    """CUDA_GYM_GATE_DIR, else /dev/shm when writable, else the temporary directory."""
+    override = os.environ.get("CUDA_GYM_GATE_DIR")
+    if override:
+        return Path(override)
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        return shm
+    return Path(tempfile.gettempdir())
+
+
+class DeviceGate:
+    """The gate of one device, for this process (not thread-safe: one per worker process).
+
+    Args:
+        name: The device's identity, e.g. "cuda-GPU-5f1c..." or "cpu".
+        directory: Where the lock files live (default: `gate_dir()`).
+
+    Attributes:
+        waited_s: Seconds this process has waited for the gate so far.
+    """
+
+    def __init__(self, name: str, directory: Path | None = None) -> None:
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:120]
+        directory = directory or gate_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        self.name = name
+        # Read-only is enough for flock, so any user can take a gate another user created.
+        flags = os.O_RDONLY | os.O_CREAT
+        self._main = os.open(directory / f"{PREFIX}{safe}.main", flags, 0o666)
+        self._turn = os.open(directory / f"{PREFIX}{safe}.turn", flags, 0o666)
+        self._held: str | None = None  # None, "shared" or "exclusive"
+        self.waited_s = 0.0
+
+    def _flock(self, fd: int, op: int) -> None:
+        start = time.monotonic()
+        fcntl.flock(fd, op)
+        self.waited_s += time.monotonic() - start
+
+    def _enter_shared(self) -> None:
+        self._flock(self._turn, fcntl.LOCK_EX)
+        try:
+            self._flock(self._main, fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self._turn, fcntl.LOCK_UN)
+        self._held = "shared"
+
+    def _enter_exclusive(self) -> None:
+        self._flock(self._turn, fcntl.LOCK_EX)
+        try:
+            self._flock(self._main, fcntl.LOCK_EX)
+        finally:
+            fcntl.flock(self._turn, fcntl.LOCK_UN)
+        self._held = "exclusive"
+
+    def _leave(self) -> None:
+        fcntl.flock(self._main, fcntl.LOCK_UN)
+        self._held = None
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        """Use the device alongside other shared holders (not while anyone times)."""
+        if self._held is not None:
+            yield  # already inside the gate
+            return
+        self._enter_shared()
+        try:
+            yield
+        finally:
+            self._leave()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Use the device alone; a shared hold of this process is given up meanwhile."""
+        before = self._held
+        if before == "exclusive":
+            yield
+            return
+        if before == "shared":
+            self._leave()  # never hold `main` while waiting for `turn`
+        self._enter_exclusive()
+        try:
+            yield
+        finally:
+            self._leave()
+            if before == "shared":
+                self._enter_shared()
+
+    @property
+    def held(self) -> str | None:
+        """The hold of this process: "shared", "exclusive" or None."""
+        return self._held
+
+    def close(self) -> None:
+        """Release whatever is held and close the files."""
+        if self._held is not None:
+            self._leave()
+        os.close(self._main)
+        os.close(self._turn)
+
+
+def device_identity(device: str) -> str:
+    """The gate name of the device this process uses: its GPU's UUID, or "cpu".
+
+    A UUID, not an index: processes that see the GPUs in another order or through another
+    CUDA_VISIBLE_DEVICES still meet at the same gate. (On CUDA this initialises the runtime.)
+    """
+    if device != "cuda":
+        return "cpu"
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    uuid = getattr(props, "uuid", None)
+    if uuid is not None:
+        return f"cuda-{uuid}"
+    return f"cuda-{props.name}-{getattr(props, 'pci_bus_id', 0)}"

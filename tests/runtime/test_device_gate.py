@@ -1,0 +1,147 @@
+"""The device gate: timing alone on a device, across processes; and the pausable child clock."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cuda_gym.runtime.device_gate import DeviceGate
+from cuda_gym.runtime.process import Pause, run_process
+
+# A child that takes the gate (argv: dir, "shared"|"exclusive", seconds to hold), printing
+# "waiting", then "in <time>" once it holds it and "out <time>" after letting go.
+CHILD = """
+import sys, time
+from pathlib import Path
+from cuda_gym.runtime.device_gate import DeviceGate
+gate = DeviceGate("dev", Path(sys.argv[1]))
+print("waiting", flush=True)
+with getattr(gate, sys.argv[2])():
+    print("in", time.monotonic(), flush=True)
+    time.sleep(float(sys.argv[3]))
+    print("out", time.monotonic(), flush=True)
+"""
+
+
+def child(tmp_path, how: str, hold_s: float) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(tmp_path), how, str(hold_s)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout.readline().strip() == "waiting"
+    return proc
+
+
+def times(proc: subprocess.Popen) -> tuple[float, float]:
+    out = proc.stdout.read()  # not communicate(): it would miss what readline buffered
+    proc.wait(timeout=60)
+    lines = dict(line.split() for line in out.strip().splitlines())
+    return float(lines["in"]), float(lines["out"])
+
+
+def test_timing_waits_for_shared_users_and_excludes_new_ones(tmp_path):
+    gate = DeviceGate("dev", tmp_path)
+    with gate.shared():
+        timer = child(tmp_path, "exclusive", 1.0)
+        time.sleep(0.5)
+        # A second shared user arriving now queues behind the waiting timer (no starvation).
+        reader = child(tmp_path, "shared", 0.1)
+        time.sleep(0.5)
+        assert timer.poll() is None and reader.poll() is None
+        released = time.monotonic()
+    timer_in, timer_out = times(timer)
+    reader_in, _ = times(reader)
+    assert timer_in >= released
+    assert reader_in >= timer_out
+
+
+def test_shared_users_overlap(tmp_path):
+    gate = DeviceGate("dev", tmp_path)
+    with gate.shared():
+        start = time.monotonic()
+        other = child(tmp_path, "shared", 0.1)
+        other_in, _ = times(other)
+    assert other_in - start < 30  # did not wait for this process's hold
+
+
+def test_other_devices_are_independent(tmp_path):
+    with DeviceGate("dev", tmp_path).exclusive():
+        other = subprocess.run(
+            [sys.executable, "-c", CHILD.replace('"dev"', '"other"'), str(tmp_path), "shared", "0"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert "in" in other.stdout
+
+
+def test_a_killed_holder_releases_the_gate(tmp_path):
+    holder = child(tmp_path, "exclusive", 600)
+    assert holder.stdout.readline().startswith("in")
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=30)
+    gate = DeviceGate("dev", tmp_path)
+    start = time.monotonic()
+    with gate.shared():
+        assert gate.held == "shared"
+    assert time.monotonic() - start < 5
+    assert gate.held is None
+
+
+def test_exclusive_inside_shared_gives_the_hold_up_and_takes_it_back(tmp_path):
+    gate = DeviceGate("dev", tmp_path)
+    with gate.shared():
+        with gate.exclusive():
+            assert gate.held == "exclusive"
+            with gate.exclusive(), gate.shared():  # nested: no change
+                assert gate.held == "exclusive"
+        assert gate.held == "shared"
+        # While this process is back to shared, another shared user gets in.
+        other = child(tmp_path, "shared", 0)
+        times(other)
+    assert gate.held is None
+    gate.close()
+
+
+def test_an_exception_inside_releases_the_gate(tmp_path):
+    gate = DeviceGate("dev", tmp_path)
+    with pytest.raises(RuntimeError), gate.exclusive():
+        raise RuntimeError("boom")
+    assert gate.held is None
+    times(child(tmp_path, "exclusive", 0))
+
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(2.0)"]
+
+
+def test_a_paused_clock_lets_the_child_finish():
+    pause = Pause(lambda: True, max_s=10)
+    result = run_process(SLEEPER, timeout_s=1.0, pause=pause)
+    assert result.ok and not result.timed_out
+    assert 0.8 < pause.used_s < 2.5
+
+
+@pytest.mark.parametrize("pause", [Pause(lambda: False, max_s=10), Pause(lambda: True, max_s=0.3)])
+def test_the_pause_is_bounded_and_only_while_active(pause):
+    result = run_process(SLEEPER, timeout_s=1.0, pause=pause)
+    assert result.timed_out
+    assert result.duration_s < 1.9
+
+
+def test_the_pause_flag_is_read_from_a_file(tmp_path):
+    flag = tmp_path / "stage"
+    flag.write_text("gate")
+    script = (
+        f"import time, pathlib; time.sleep(1.5); "
+        f"pathlib.Path({str(flag)!r}).write_text('run'); time.sleep(1.5)"
+    )
+    pause = Pause(lambda: flag.read_text() == "gate", max_s=60)
+    result = run_process([sys.executable, "-c", script], timeout_s=2.0, pause=pause)
+    # Paused for ~1.5 s while the flag said "gate": 2 s of clock covers the remaining 1.5 s.
+    assert result.ok, result.describe_failure(2.0)
+    assert pause.used_s < 2.5
+    assert os.path.exists(flag)
