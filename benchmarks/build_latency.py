@@ -7,7 +7,10 @@ Run from the repository root::
 
 A workspace of one kernel file and one torch binding file (the kernel file needs no torch
 headers) is built through the judge's build path (`cuda_gym.judge.build.build_kernels`) in a
-fresh cache: cold, then cached (identical sources), then after an edit of the kernel file only.
+fresh cache: first (nothing built before with these flags; with --precompiled-header on this
+also makes the precompiled torch header, once per toolchain and flags: `judge/pch.py`), then
+cold (another workspace, other file names: nothing of it built before), cached (identical
+sources), and after an edit of the kernel file only.
 The same three builds are measured for the kernel-only workspace (the kernel file alone, its
 host function declared `extern "C"`, built as a plain library: `judge/plain_build.py`).
 The same sources are built in the same run with `torch.utils.cpp_extension.load_inline`, cold
@@ -74,7 +77,9 @@ print(time.perf_counter() - start)
 """
 
 
-def _workspace(root: Path, device: str, factor: str, kernel_only: bool = False) -> Path:
+def _workspace(
+    root: Path, device: str, factor: str, kernel_only: bool = False, stem: str = ""
+) -> Path:
     kernels = root / "kernels"
     kernels.mkdir(parents=True)
     suffix = ".cu" if device == "cuda" else ".cpp"
@@ -83,24 +88,29 @@ def _workspace(root: Path, device: str, factor: str, kernel_only: bool = False) 
     if kernel_only:  # no binding: the host function is called through kernels_ext directly
         source = source.replace("void scale_kernel(const", 'extern "C" void scale_kernel(const')
     else:
-        (kernels / "binding.cpp").write_text(BINDING)
-    (kernels / f"kernel{suffix}").write_text(source)
+        (kernels / f"binding{stem}.cpp").write_text(BINDING)
+    (kernels / f"kernel{stem}{suffix}").write_text(source)
     return kernels
 
 
-def _ours(device: str, tmp: Path, kernel_only: bool = False) -> dict[str, float]:
-    config = JudgeConfig(device=device, cache_dir=tmp / "cache")
+def _ours(
+    device: str, tmp: Path, kernel_only: bool = False, precompiled_header: bool | None = None
+) -> dict[str, float]:
+    config = JudgeConfig(
+        device=device, cache_dir=tmp / "cache", precompiled_header=precompiled_header
+    )
     arch = None
     if device == "cuda":
         major, minor = torch.cuda.get_device_capability()
         arch = f"{major}.{minor}"
     times = {}
-    for label, root, factor in (
-        ("cold", "a", "2.0f"),
-        ("cached", "b", "2.0f"),
-        ("kernel_edit", "c", "3.0f"),
+    for label, root, factor, stem in (
+        ("first", "first", "4.0f", ""),
+        ("cold", "a", "2.0f", "_b"),  # other file names: no incremental slot to reuse
+        ("cached", "b", "2.0f", "_b"),
+        ("kernel_edit", "c", "3.0f", "_b"),
     ):
-        kernels = _workspace(tmp / root, device, factor, kernel_only)
+        kernels = _workspace(tmp / root, device, factor, kernel_only, stem)
         result = build_kernels(kernels, config, arch)
         if not result.ok:
             raise SystemExit(f"build failed: {result.errors}")
@@ -128,13 +138,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", required=True)
+    parser.add_argument(
+        "--precompiled-header",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="JudgeConfig.precompiled_header (auto: on for cuda)",
+    )
     args = parser.parse_args(argv)
+    pch = {"auto": None, "on": True, "off": False}[args.precompiled_header]
 
     rounds = []
     for i in range(args.repeats):
         with tempfile.TemporaryDirectory(prefix="build_latency_") as tmp_name:
             tmp = Path(tmp_name)
-            ours = _ours(args.device, tmp / "binding")
+            ours = _ours(args.device, tmp / "binding", precompiled_header=pch)
             kernel_only = _ours(args.device, tmp / "kernel_only", kernel_only=True)
             inline_dir = tmp / "inline"
             inline = {
@@ -154,15 +171,21 @@ def main(argv: list[str] | None = None) -> None:
         "device_name": torch.cuda.get_device_name() if args.device == "cuda" else None,
         "torch": torch.__version__,
         "median_s": medians,
+        "precompiled_header": JudgeConfig(
+            device=args.device, precompiled_header=pch
+        ).use_precompiled_header,
         "ratio_ours_over_load_inline": {
-            k: medians["ours"][k] / medians["load_inline"][k] for k in medians["ours"]
+            k: medians["ours"][k] / medians["load_inline"][k] for k in medians["load_inline"]
         },
         "ratio_kernel_only_over_load_inline": {
-            k: medians["ours_kernel_only"][k] / medians["load_inline"][k] for k in medians["ours"]
+            k: medians["ours_kernel_only"][k] / medians["load_inline"][k]
+            for k in medians["load_inline"]
         },
         "rounds": rounds,
         "notes": "load_inline 'cached' and 'kernel_edit' run in a fresh process with the same "
-        "build directory (its own ninja incrementality); times include that process's start.",
+        "build directory (its own ninja incrementality); times include that process's start. "
+        "'first' is the first build with these flags in a fresh cache (with the precompiled "
+        "header on, it includes making the header once); 'cold' a workspace never built before.",
     }
     keys = ("median_s", "ratio_ours_over_load_inline", "ratio_kernel_only_over_load_inline")
     print(json.dumps({k: result[k] for k in keys}, indent=1))

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from cuda_gym.errors import WorkerError
-from cuda_gym.judge import plain_build
+from cuda_gym.judge import pch, plain_build
 from cuda_gym.judge.config import JudgeConfig
 from cuda_gym.judge.verdict import BuildResult
 from cuda_gym.runtime import python_child_env, run_process
@@ -237,15 +237,28 @@ def build_kernels(kernels_dir: Path, config: JudgeConfig, arch: str | None = Non
             (slot / "manifest.json").write_text(
                 json.dumps({r: hashlib.sha256(b).hexdigest() for r, b in files.items()})
             )
+            pch_dir = None
+            if config.use_precompiled_header:
+                toolchain = toolchain_id(config.device)
+                pch_dir = pch.pch_dir(
+                    config.resolved_cache_dir, config.device, flags, arch, toolchain
+                )
             if (work_dir / "build.ninja").is_file() and _ninja() is not None:
                 # This slot built the same file names with the same flags before: its
                 # build.ninja is what torch would write again, so ninja runs directly (no
                 # Python process, no torch import) and recompiles only the changed files.
                 failure, log = _run_ninja(work_dir, src_dir, config)
             else:
+                # -I of the precompiled torch header: not part of the keys (it cannot change
+                # what is built, only how fast; see judge/pch.py).
+                extra = pch.include_flags(pch_dir) if pch_dir else []
                 failure, log = _run_build_worker(
-                    src_dir, work_dir, kernels_dir, compile_units, flags, arch, config
+                    src_dir, work_dir, kernels_dir, compile_units, flags, arch, config, extra
                 )
+                if failure is None and pch_dir is not None and not extra:
+                    log += "\n" + pch.make_pch(
+                        pch_dir, work_dir / "build.ninja", config.build_timeout_s
+                    )
             if failure is not None:
                 return BuildResult(
                     ok=False,
@@ -352,6 +365,7 @@ def _run_build_worker(
     flags: dict,
     arch: str | None,
     config: JudgeConfig,
+    extra_cxx: list[str] | None = None,
 ) -> tuple[str | None, str]:
     """Build in work_dir with ninja (incrementally); return (errors or None, compiler log)."""
     result_path = work_dir / "result.json"
@@ -360,7 +374,7 @@ def _run_build_worker(
         "name": MODULE_NAME,
         "sources": [str(src_dir / str(p.relative_to(kernels_dir))) for p in compile_units],
         "build_dir": str(work_dir),
-        "cxx_flags": flags["cxx"],
+        "cxx_flags": [*(extra_cxx or []), *flags["cxx"]],
         "cuda_flags": flags["cuda"],
         "ld_flags": flags["ld"],
         "result_path": str(result_path),

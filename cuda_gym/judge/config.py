@@ -56,6 +56,10 @@ class JudgeConfig:
             so judgements of several processes can share a GPU. Waiting there does not count
             against run_timeout_s (up to gate_wait_max_s).
         gate_wait_max_s: The most a worker's clock stops while it waits for the gate.
+        precompiled_header: Precompile torch/extension.h once per toolchain and flags and use
+            it in later cold builds of binding code (judge/pch.py; GCC only; about 0.8 GB in
+            the cache; the first such build takes the extra time once). None: on the cuda
+            device only.
     """
 
     device: str = "cpu"
@@ -76,6 +80,7 @@ class JudgeConfig:
     fast_worker_start: bool = False
     device_gate: bool = True
     gate_wait_max_s: float = 1800.0
+    precompiled_header: bool | None = None
 
     def __post_init__(self) -> None:
         if self.device not in ("cuda", "cpu"):
@@ -107,3 +112,10 @@ class JudgeConfig:
     def resolved_cache_dir(self) -> Path:
         """cache_dir, or the default cache directory."""
         return Path(self.cache_dir) if self.cache_dir else default_cache_dir()
+
+    @property
+    def use_precompiled_header(self) -> bool:
+        """precompiled_header, with None resolved by the device."""
+        if self.precompiled_header is None:
+            return self.device == "cuda"
+        return self.precompiled_header
