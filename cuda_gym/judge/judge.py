@@ -250,28 +250,29 @@ class Judge:
 
         # 1. The candidate first, in its own process: it never sees reference outputs.
         verdict.stage = "load"
-        cand = self._run_worker(
-            "candidate",
-            tmp,
-            {
-                "solution_dir": str(snap),
-                "module_dir": build.module_dir,
-                "device": cfg.device,
-                "seeds": seeds,
-                "init_seed": init_seed,
-                "distributions": distributions,
-                "allow_vendor_libraries": cfg.allow_vendor_libraries
-                or bool(task.judge_options.get("allow_vendor_libraries")),
-                "timing": timing,
-                "profile": profile,
-                "lift_torch_op_ban_for_reference": reference_as_candidate,
-                "warmup_runs": cfg.warmup_runs,
-                "timed_runs": cfg.timed_runs,
-                "arena_path": str(arena) if arena else None,
-            },
-            timeout_s=cfg.run_timeout_s + (cfg.build_timeout_s if "load_inline" in source else 0),
-            task=task,
-        )
+        cand_request = {
+            "solution_dir": str(snap),
+            "module_dir": build.module_dir,
+            "device": cfg.device,
+            "seeds": seeds,
+            "init_seed": init_seed,
+            "distributions": distributions,
+            "allow_vendor_libraries": cfg.allow_vendor_libraries
+            or bool(task.judge_options.get("allow_vendor_libraries")),
+            "timing": timing,
+            "profile": profile,
+            "lift_torch_op_ban_for_reference": reference_as_candidate,
+            "warmup_runs": cfg.warmup_runs,
+            "timed_runs": cfg.timed_runs,
+            "arena_path": str(arena) if arena else None,
+        }
+        cand_timeout_s = cfg.run_timeout_s + (cfg.build_timeout_s if "load_inline" in source else 0)
+        cand = self._run_worker("candidate", tmp, cand_request, cand_timeout_s, task=task)
+        if self._ran_out_of_memory(cand):
+            # Other judgements may have held the device's memory: once more, alone on it.
+            verdict.flags["retried_alone_after_oom"] = ["candidate"]
+            cand_request["gate_alone"] = True
+            cand = self._run_worker("candidate", tmp, cand_request, cand_timeout_s, task=task)
         verdict.stage = cand.get("stage", "load")
         verdict.stage_times_s["candidate"] = cand["duration_s"]
         cand_result = cand.get("result") or {}
@@ -328,6 +329,10 @@ class Judge:
             logger.warning("the reference of %s timed out; retrying once", task.task_id)
             verdict.flags["reference_retried"] = ref["error"][:300]
             ref = self._run_worker("reference", tmp, ref_request, 2 * ref_timeout_s, task=task)
+        if self._ran_out_of_memory(ref):
+            verdict.flags.setdefault("retried_alone_after_oom", []).append("reference")
+            ref_request["gate_alone"] = True
+            ref = self._run_worker("reference", tmp, ref_request, ref_timeout_s, task=task)
         verdict.stage_times_s["reference"] = ref["duration_s"]
         _add_worker_stages(verdict, "reference", ref.get("result") or {})
         if not ref["ok"]:
@@ -391,6 +396,16 @@ class Judge:
         if timing:
             self._set_speedups(verdict, cand_result.get("timing") or {}, baselines)
             apply_speed_of_light(verdict, probe.get("roofline"))
+
+    def _ran_out_of_memory(self, run: dict) -> bool:
+        """Whether a failed worker run ran out of device (or host) memory.
+
+        Other judgements may have shared the device then, so it is worth one run alone.
+        """
+        if run["ok"] or not self.config.device_gate:
+            return False
+        text = (run.get("error") or "").lower()
+        return "out of memory" in text or "outofmemoryerror" in text
 
     @staticmethod
     def _set_speedups(verdict: Verdict, timing: dict, baselines: dict) -> None:

@@ -73,7 +73,8 @@ def _open_gate(req: dict, rep: _Reporter):
     name = device_identity(req["device"])  # imports torch (stage "start")
     rep.enter("gate")
     _GATE = DeviceGate(name)
-    return _GATE.shared()
+    # A rerun after running out of memory has the device to itself throughout.
+    return _GATE.exclusive() if req.get("gate_alone") else _GATE.shared()
 
 
 @contextlib.contextmanager

@@ -1,0 +1,62 @@
+"""A worker that runs out of memory is run once more alone on its device before any verdict."""
+
+import pytest
+
+from cuda_gym.judge import Judge, JudgeConfig
+from cuda_gym.tasks import builtin_task
+from tests.solutions import write_kernel_only_solution
+
+pytestmark = pytest.mark.slow
+
+OOM = "OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB (simulated)"
+TASK = builtin_task("sigmoid_gated_multiply").for_device("cpu")
+
+
+def judge_running_out(tmp_path, monkeypatch, role: str, times: int, **config):
+    """A judge whose first `times` runs of `role` fail as out of memory; the runs it made."""
+    write_kernel_only_solution(tmp_path, "cpu")
+    judge = Judge(
+        JudgeConfig(device="cpu", cache_dir=tmp_path / "cache", baselines=("eager",), **config)
+    )
+    real = Judge._run_worker
+    calls = []
+
+    def out_of_memory(self, r, tmp, request, timeout_s, task=None):
+        calls.append((r, bool(request.get("gate_alone"))))
+        if r == role and sum(c == role for c, _ in calls) <= times:
+            return {"ok": False, "error": OOM, "stage": "run", "result": {}, "duration_s": 1.0}
+        return real(self, r, tmp, request, timeout_s, task)
+
+    monkeypatch.setattr(Judge, "_run_worker", out_of_memory)
+    return judge, calls
+
+
+def test_a_candidate_out_of_memory_once_is_rerun_alone_and_accepted(tmp_path, monkeypatch):
+    judge, calls = judge_running_out(tmp_path, monkeypatch, "candidate", 1)
+    verdict = judge.evaluate(TASK, tmp_path, timing=True)
+    assert verdict.correct and verdict.verdict == "accept", verdict.error
+    assert verdict.flags["retried_alone_after_oom"] == ["candidate"]
+    assert [c for c in calls if c[0] == "candidate"] == [("candidate", False), ("candidate", True)]
+
+
+def test_out_of_memory_alone_too_is_the_candidates_failure(tmp_path, monkeypatch):
+    judge, calls = judge_running_out(tmp_path, monkeypatch, "candidate", 2)
+    verdict = judge.evaluate(TASK, tmp_path, timing=False)
+    assert not verdict.correct and "out of memory" in verdict.error
+    assert verdict.flags["retried_alone_after_oom"] == ["candidate"]
+    assert sum(r == "candidate" for r, _ in calls) == 2
+
+
+def test_the_reference_is_rerun_alone_too(tmp_path, monkeypatch):
+    judge, calls = judge_running_out(tmp_path, monkeypatch, "reference", 1)
+    verdict = judge.evaluate(TASK, tmp_path, timing=False)
+    assert verdict.correct, verdict.error
+    assert verdict.flags["retried_alone_after_oom"] == ["reference"]
+    assert [c for c in calls if c[0] == "reference"] == [("reference", False), ("reference", True)]
+
+
+def test_without_the_gate_there_is_no_rerun(tmp_path, monkeypatch):
+    judge, calls = judge_running_out(tmp_path, monkeypatch, "candidate", 1, device_gate=False)
+    verdict = judge.evaluate(TASK, tmp_path, timing=False)
+    assert not verdict.correct and "out of memory" in verdict.error
+    assert "retried_alone_after_oom" not in verdict.flags
