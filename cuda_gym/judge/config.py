@@ -55,7 +55,9 @@ class JudgeConfig:
             time and profile only while no other judge worker on the machine uses the device,
             so judgements of several processes can share a GPU. Waiting there does not count
             against run_timeout_s (up to gate_wait_max_s).
-        gate_wait_max_s: The most a worker's clock stops while it waits for the gate.
+        gate_wait_max_s: The most a worker's clock stops while it waits for the gate. The
+            worker reports the wait itself, so a hostile candidate could claim it: this bounds
+            what a hanging candidate can cost beyond run_timeout_s.
         precompiled_header: Precompile torch/extension.h once per toolchain and flags and use
             it in later cold builds of binding code (judge/pch.py; GCC only; about 0.8 GB in
             the cache; the first such build takes the extra time once). None: on the cuda
@@ -79,7 +81,7 @@ class JudgeConfig:
     cxx_flags: tuple[str, ...] = ("-O3",)
     fast_worker_start: bool = False
     device_gate: bool = True
-    gate_wait_max_s: float = 1800.0
+    gate_wait_max_s: float = 600.0
     precompiled_header: bool | None = None
 
     def __post_init__(self) -> None:

@@ -79,15 +79,25 @@ def _open_gate(req: dict, rep: _Reporter):
 
 @contextlib.contextmanager
 def _alone(rep: _Reporter, stage: str):
-    """Hold the device alone (waiting in stage "gate"), then run the block in `stage`."""
-    if _GATE is not None:
-        rep.enter("gate")
-        with _GATE.exclusive():
-            rep.enter(stage)
-            yield
-    else:
+    """Hold the device alone (waiting in stage "gate"), then run the block in `stage`.
+
+    Every wait for the gate, including rejoining the shared hold afterwards (another timer may
+    be queued by then), is in stage "gate", where the parent stops the worker's clock.
+    """
+    if _GATE is None:
         rep.enter(stage)
         yield
+        return
+    rep.enter("gate")
+    try:
+        with _GATE.exclusive():
+            rep.enter(stage)
+            try:
+                yield
+            finally:
+                rep.enter("gate")
+    finally:
+        rep.enter(stage)
 
 
 def _pin_numerics() -> dict:
