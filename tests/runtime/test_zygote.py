@@ -8,6 +8,7 @@ import time
 import pytest
 
 from cuda_gym.runtime import python_child_env
+from cuda_gym.runtime.process import Pause
 from cuda_gym.runtime.zygote import ZygoteLauncher
 
 CHILD = "tests.runtime.zygote_child"
@@ -45,6 +46,14 @@ def test_timeout_kills_the_group_and_the_next_run_works(launcher, tmp_path):
     proc = _run(launcher, "sleep", tmp_path, timeout_s=1.0)
     assert proc.timed_out and not proc.ok and time.monotonic() - start < 10
     assert _run(launcher, "echo", tmp_path, stdin_data=b"again").ok
+
+
+def test_a_paused_clock_is_extended_and_bounded(launcher, tmp_path):
+    paused = Pause(lambda: True, max_s=10)
+    assert _run(launcher, "nap", tmp_path, timeout_s=1.0, pause=paused).ok
+    assert 0.5 < paused.used_s < 2.5
+    bounded = Pause(lambda: True, max_s=0.3)
+    assert _run(launcher, "nap", tmp_path, timeout_s=1.0, pause=bounded).timed_out
 
 
 def test_grandchildren_are_killed_with_the_worker(launcher, tmp_path):

@@ -13,6 +13,8 @@ if action == "echo":
     print("to stderr", file=sys.stderr)
 elif action == "sleep":
     time.sleep(600)
+elif action == "nap":
+    time.sleep(2.0)
 elif action == "segv":
     os.kill(os.getpid(), signal.SIGSEGV)
 elif action == "exit3":
