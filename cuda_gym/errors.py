@@ -41,3 +41,13 @@ class WorkerError(CudaGymError, RuntimeError):
 
 class DataUnavailableError(CudaGymError, RuntimeError):
     """A task set cannot be obtained (offline, missing file, unexpected layout); says what to do."""
+
+
+def is_out_of_memory(error: BaseException | str) -> bool:
+    """Whether an error, or its text (a worker's traceback), is running out of memory."""
+    if isinstance(error, BaseException) and any(
+        cls.__name__ == "OutOfMemoryError" for cls in type(error).__mro__
+    ):
+        return True
+    text = str(error).lower()
+    return "out of memory" in text or "outofmemoryerror" in text

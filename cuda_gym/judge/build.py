@@ -237,12 +237,6 @@ def build_kernels(kernels_dir: Path, config: JudgeConfig, arch: str | None = Non
             (slot / "manifest.json").write_text(
                 json.dumps({r: hashlib.sha256(b).hexdigest() for r, b in files.items()})
             )
-            pch_dir = None
-            if config.use_precompiled_header:
-                toolchain = toolchain_id(config.device)
-                pch_dir = pch.pch_dir(
-                    config.resolved_cache_dir, config.device, flags, arch, toolchain
-                )
             if (work_dir / "build.ninja").is_file() and _ninja() is not None:
                 # This slot built the same file names with the same flags before: its
                 # build.ninja is what torch would write again, so ninja runs directly (no
@@ -251,6 +245,15 @@ def build_kernels(kernels_dir: Path, config: JudgeConfig, arch: str | None = Non
             else:
                 # -I of the precompiled torch header: not part of the keys (it cannot change
                 # what is built, only how fast; see judge/pch.py).
+                pch_dir = None
+                if config.use_precompiled_header:
+                    pch_dir = pch.pch_dir(
+                        config.resolved_cache_dir,
+                        config.device,
+                        flags,
+                        arch,
+                        toolchain_id(config.device),
+                    )
                 extra = pch.include_flags(pch_dir) if pch_dir else []
                 failure, log = _run_build_worker(
                     src_dir, work_dir, kernels_dir, compile_units, flags, arch, config, extra

@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from cuda_gym.errors import WorkerError
+from cuda_gym.errors import WorkerError, is_out_of_memory
 from cuda_gym.judge.baselines import JsonCache, baseline_key, probe_key
 from cuda_gym.judge.build import build_kernels
 from cuda_gym.judge.config import MIN_OWN_KERNEL_SHARE, JudgeConfig
@@ -402,10 +402,9 @@ class Judge:
 
         Other judgements may have shared the device then, so it is worth one run alone.
         """
-        if run["ok"] or not self.config.device_gate:
-            return False
-        text = (run.get("error") or "").lower()
-        return "out of memory" in text or "outofmemoryerror" in text
+        return (
+            not run["ok"] and self.config.device_gate and is_out_of_memory(run.get("error") or "")
+        )
 
     @staticmethod
     def _set_speedups(verdict: Verdict, timing: dict, baselines: dict) -> None:

@@ -386,11 +386,10 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
     kernels = None
     if not violations:
         try:
-            with torch.no_grad(), contextlib.ExitStack() as alone:
-                if req.get("timing") or req.get("profile"):
-                    alone.enter_context(_alone(rep, "timing" if req.get("timing") else "profile"))
+            measured = req.get("timing") or req.get("profile")
+            first = "timing" if req.get("timing") else "profile"
+            with torch.no_grad(), _alone(rep, first) if measured else contextlib.nullcontext():
                 if req.get("timing"):
-                    rep.enter("timing")
                     timing, last_set, last_out = Timer(device).time_ms(
                         guarded,
                         input_sets,
@@ -669,19 +668,16 @@ def main() -> None:
 def _run_role(role: str, req: dict, rep: _Reporter) -> None:
     if role == "build":
         run_build(req, rep)
-    elif role == "probe":
-        with _open_gate(req, rep):
-            run_probe(req, rep)
-    elif role == "reference":
-        seeds = req.pop("seeds")
-        with _open_gate(req, rep):
-            run_reference(req, seeds, rep)
-    elif role == "candidate":
-        seeds = req.pop("seeds")
-        with _open_gate(req, rep):
-            run_candidate(req, seeds, rep)
-    else:
+        return
+    if role not in ("probe", "reference", "candidate"):
         raise SystemExit(f"unknown role {role!r}")
+    with _open_gate(req, rep):  # the roles that use the device
+        if role == "probe":
+            run_probe(req, rep)
+        elif role == "reference":
+            run_reference(req, req.pop("seeds"), rep)
+        else:
+            run_candidate(req, req.pop("seeds"), rep)
 
 
 if __name__ == "__main__":

@@ -69,21 +69,14 @@ class DeviceGate:
         fcntl.flock(fd, op)
         self.waited_s += time.monotonic() - start
 
-    def _enter_shared(self) -> None:
+    def _enter(self, op: int, held: str) -> None:
+        """Take `main` with `op`, queueing through `turn` (see the module doc)."""
         self._flock(self._turn, fcntl.LOCK_EX)
         try:
-            self._flock(self._main, fcntl.LOCK_SH)
+            self._flock(self._main, op)
         finally:
             fcntl.flock(self._turn, fcntl.LOCK_UN)
-        self._held = "shared"
-
-    def _enter_exclusive(self) -> None:
-        self._flock(self._turn, fcntl.LOCK_EX)
-        try:
-            self._flock(self._main, fcntl.LOCK_EX)
-        finally:
-            fcntl.flock(self._turn, fcntl.LOCK_UN)
-        self._held = "exclusive"
+        self._held = held
 
     def _leave(self) -> None:
         fcntl.flock(self._main, fcntl.LOCK_UN)
@@ -95,7 +88,7 @@ class DeviceGate:
         if self._held is not None:
             yield  # already inside the gate
             return
-        self._enter_shared()
+        self._enter(fcntl.LOCK_SH, "shared")
         try:
             yield
         finally:
@@ -110,13 +103,13 @@ class DeviceGate:
             return
         if before == "shared":
             self._leave()  # never hold `main` while waiting for `turn`
-        self._enter_exclusive()
+        self._enter(fcntl.LOCK_EX, "exclusive")
         try:
             yield
         finally:
             self._leave()
             if before == "shared":
-                self._enter_shared()
+                self._enter(fcntl.LOCK_SH, "shared")
 
     @property
     def held(self) -> str | None:

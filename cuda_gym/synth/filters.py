@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from cuda_gym.errors import is_out_of_memory
 from cuda_gym.judge.compare import MODES, check_outputs_match
 from cuda_gym.judge.inputs import DISTRIBUTIONS, make_inputs
 from cuda_gym.judge.timing import Timer
@@ -60,13 +61,6 @@ class FilterSettings:
 
 
 RESOURCE = "resource"
-
-
-def is_out_of_memory(exc: BaseException | str) -> bool:
-    """Whether an error (or its text) is the device running out of memory."""
-    if isinstance(exc, torch.OutOfMemoryError):
-        return True
-    return "out of memory" in str(exc).lower()
 
 
 @dataclass

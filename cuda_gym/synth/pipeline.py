@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from cuda_gym.errors import is_out_of_memory
 from cuda_gym.synth.catalogue import catalogue, get_op
 from cuda_gym.synth.compose import Candidate, compose
 from cuda_gym.synth.config import SynthConfig
@@ -33,7 +34,6 @@ from cuda_gym.synth.filters import (
     WORKER_FILTERS,
     FilterReport,
     FilterSettings,
-    is_out_of_memory,
 )
 from cuda_gym.synth.pool import JobPool, LocalProcessPool
 

@@ -72,26 +72,26 @@ def load(module_dir: str):
     return module
 
 
+def workspace(root, kernel: str, binding: str, factor: str):
+    kernels = root / "kernels"
+    kernels.mkdir(parents=True)
+    (kernels / f"{kernel}.cpp").write_text(KERNEL % factor)
+    (kernels / f"{binding}.cpp").write_text(BINDING)
+    return kernels
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not pch.is_gcc("c++"), reason="precompiled headers are made with GCC")
 def test_a_cold_build_after_the_first_uses_the_precompiled_header(tmp_path):
     config = JudgeConfig(device="cpu", cache_dir=tmp_path / "cache", precompiled_header=True)
-    first = tmp_path / "first" / "kernels"
-    first.mkdir(parents=True)
-    (first / "kernel.cpp").write_text(KERNEL % "2.0f")
-    (first / "binding.cpp").write_text(BINDING)
-    made = build_kernels(first, config)
+    made = build_kernels(workspace(tmp_path / "first", "kernel", "binding", "2.0f"), config)
     assert made.ok, made.errors
     assert "precompiled torch header: made" in made.log
     gch = list((tmp_path / "cache" / "pch").glob("*/torch/extension.h.gch"))
     assert len(gch) == 1
 
     # Other file names: a new incremental lineage, so a cold build through torch; it gets -I.
-    other = tmp_path / "other" / "kernels"
-    other.mkdir(parents=True)
-    (other / "k2.cpp").write_text(KERNEL % "3.0f")
-    (other / "b2.cpp").write_text(BINDING)
-    cold = build_kernels(other, config)
+    cold = build_kernels(workspace(tmp_path / "other", "k2", "b2", "3.0f"), config)
     assert cold.ok, cold.errors
     assert "not used because" not in cold.log  # -Winvalid-pch: GCC took the .gch
     ninja = next((tmp_path / "cache" / "incremental").glob("*/slot*/build/build.ninja"))
