@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from cuda_gym.judge.compare import check_outputs_match
+from cuda_gym.judge.compare import check_outputs_match, runs_agree
 
 
 def _t(*values, dtype=torch.float32):
@@ -115,3 +115,40 @@ def test_runs_agree_uses_the_judging_tolerance():
     nan = float("nan")
     assert runs_agree([_t(nan, 1.0)], [_t(nan, 1.0)], "kernelbench", [ref])
     assert not runs_agree([_t(nan, 1.0)], [_t(0.0, 1.0)], "kernelbench", [ref])
+
+
+@pytest.mark.parametrize("mode", ["strict", "kernelbench", "paper"])
+def test_comparing_in_chunks_gives_the_same_verdict_and_worst_value(monkeypatch, mode):
+    from cuda_gym.judge import compare
+
+    torch.manual_seed(0)
+    ref64 = torch.randn(7, 53, dtype=torch.float64)
+    exp = ref64.float()
+    act = exp.clone()
+    act[3, 11] += 0.5  # the worst value
+    act[5, 40] += 0.25
+    act[0, 0] = float("nan")
+    whole = check_outputs_match([[exp]], [[act]], mode, [[ref64]])
+    monkeypatch.setattr(compare, "CHUNK", 16)
+    chunked = check_outputs_match([[exp]], [[act]], mode, [[ref64]])
+    assert not whole.correct and not chunked.correct
+    assert chunked.details == whole.details
+    act[0, 0] = exp[0, 0]
+    monkeypatch.setattr(compare, "CHUNK", 1 << 24)
+    whole = check_outputs_match([[exp]], [[act]], mode, [[ref64]])
+    monkeypatch.setattr(compare, "CHUNK", 16)
+    chunked = check_outputs_match([[exp]], [[act]], mode, [[ref64]])
+    assert chunked.details == whole.details and "flat index 170" in chunked.details[0]
+    assert chunked.max_abs_error == whole.max_abs_error
+    assert chunked.max_rel_error == whole.max_rel_error
+
+
+def test_runs_agree_in_chunks(monkeypatch):
+    from cuda_gym.judge import compare
+
+    monkeypatch.setattr(compare, "CHUNK", 8)
+    exp = torch.linspace(-1, 1, 100)
+    other = exp.clone()
+    assert runs_agree([exp], [other], "paper", [exp])
+    other[97] += 1.0  # in the last chunk only
+    assert not runs_agree([exp], [other], "paper", [exp])
