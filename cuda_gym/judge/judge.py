@@ -179,15 +179,15 @@ class Judge:
             with tempfile.TemporaryDirectory(
                 prefix=_scratch_prefix("probe"), dir=_scratch_dir()
             ) as tmp:
-                res = self._run_worker(
-                    "probe",
-                    Path(tmp),
-                    {"device": self.config.device, "seed": 12345, "init_seed": 54321},
-                    # The probe is the reference's cost, not the candidate's: never less than
-                    # the default limit, however short the candidate's limit is set.
-                    timeout_s=max(self.config.run_timeout_s, PROBE_TIMEOUT_S),
-                    task=task,
-                )
+                request = {"device": self.config.device, "seed": 12345, "init_seed": 54321}
+                # The probe is the reference's cost, not the candidate's: never less than
+                # the default limit, however short the candidate's limit is set.
+                timeout_s = max(self.config.run_timeout_s, PROBE_TIMEOUT_S)
+                res = self._run_worker("probe", Path(tmp), request, timeout_s, task=task)
+                if self._ran_out_of_memory(res):
+                    # Out of memory beside other judgements: once more, alone on the device.
+                    request["gate_alone"] = True
+                    res = self._run_worker("probe", Path(tmp), request, timeout_s, task=task)
             if not res["ok"]:
                 raise WorkerError(f"probing task {task.task_id!r} failed: {res['error']}")
             probe = res["result"]

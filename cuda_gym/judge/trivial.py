@@ -8,6 +8,49 @@ from __future__ import annotations
 
 import torch
 
+NAMES = ("zeros", "mean", "input")
+
+# Elements summed at once for the mean (bounded extra memory for outputs of many GiB).
+_CHUNK = 1 << 24
+
+
+def finite_mean(out: torch.Tensor) -> float:
+    """The mean of the finite values of a float tensor (0.0 when there are none)."""
+    total, count = 0.0, 0
+    for part in out.reshape(-1).split(_CHUNK):
+        finite = torch.isfinite(part)
+        total += float(torch.where(finite, part.double(), 0).sum())
+        count += int(finite.sum())
+    return total / count if count else 0.0
+
+
+def trivial_answer(name: str, outs: list, ins: list) -> list | None:
+    """One trial's outputs under one strategy; None when "input" has no matching input.
+
+    Args:
+        name: One of NAMES.
+        outs: The reference outputs of the trial (used only for shapes, dtypes and the mean).
+        ins: The trial's inputs.
+    """
+    answer = []
+    for out in outs:
+        if not isinstance(out, torch.Tensor):
+            answer.append(out)
+        elif name == "zeros" or (name == "mean" and not out.is_floating_point()):
+            answer.append(torch.zeros_like(out))
+        elif name == "mean":
+            answer.append(torch.full_like(out, finite_mean(out)))
+        else:
+            same = [
+                x
+                for x in ins
+                if isinstance(x, torch.Tensor) and x.shape == out.shape and x.dtype == out.dtype
+            ]
+            if not same:
+                return None
+            answer.append(same[0].clone())
+    return answer
+
 
 def trivial_answers(expected: list[list], inputs: list[list]) -> dict[str, list[list]]:
     """Candidate outputs, per trial, for each trivial strategy.
@@ -20,31 +63,10 @@ def trivial_answers(expected: list[list], inputs: list[list]) -> dict[str, list[
         {"zeros": ..., "mean": ..., "input": ...}; "input" only when an input has the shape
         and dtype of every output.
     """
-    answers: dict[str, list[list]] = {"zeros": [], "mean": [], "input": []}
-    for outs, ins in zip(expected, inputs):
-        zeros, means, passthrough = [], [], []
-        for out in outs:
-            if not isinstance(out, torch.Tensor):
-                zeros.append(out)
-                means.append(out)
-                passthrough.append(out)
-                continue
-            zeros.append(torch.zeros_like(out))
-            if out.is_floating_point():
-                finite = out[torch.isfinite(out)]
-                value = float(finite.double().mean()) if finite.numel() else 0.0
-                means.append(torch.full_like(out, value))
-            else:
-                means.append(torch.zeros_like(out))
-            same = [
-                x
-                for x in ins
-                if isinstance(x, torch.Tensor) and x.shape == out.shape and x.dtype == out.dtype
-            ]
-            passthrough.append(same[0].clone() if same else None)
-        answers["zeros"].append(zeros)
-        answers["mean"].append(means)
-        answers["input"].append(passthrough)
-    if any(o is None for trial in answers["input"] for o in trial):
+    answers = {
+        name: [trivial_answer(name, outs, ins) for outs, ins in zip(expected, inputs)]
+        for name in NAMES
+    }
+    if any(trial is None for trial in answers["input"]):
         del answers["input"]
     return answers

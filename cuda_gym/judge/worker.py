@@ -187,20 +187,28 @@ def _setup(req: dict, rep: _Reporter):
 
 
 def run_probe(req: dict, rep: _Reporter) -> None:
-    """Once per task: which input distributions it tolerates, fp64 support, trivial answers."""
+    """Once per task: which input distributions it tolerates, fp64 support, trivial answers.
+
+    One distribution's inputs and outputs are on the device at a time (KernelBench's larger
+    problems have inputs of several GiB each), and each trivial answer is made, compared and
+    dropped before the next.
+    """
     import copy
 
     import torch
 
     from cuda_gym.judge.compare import MODES, check_outputs_match
     from cuda_gym.judge.inputs import DISTRIBUTIONS, make_inputs
-    from cuda_gym.judge.trivial import trivial_answers
+    from cuda_gym.judge.trivial import NAMES, trivial_answer
 
     device = req["device"]
     task, _, model, numerics = _setup(req, rep)
     rep.enter("probe")
-    ok_dists, expected, expected64, inputs_per = [], [], [], []
+    ok_dists = []
     fp64_ok = True
+    roofline = None
+    # A trivial answer is degenerate under a mode when it matches on every distribution.
+    matches = {mode: dict.fromkeys(NAMES, True) for mode in MODES}
     with torch.no_grad():
         try:
             model64 = copy.deepcopy(model).double()
@@ -211,31 +219,39 @@ def run_probe(req: dict, rep: _Reporter) -> None:
             out = _as_list(model(*_clone(inputs)))
             finite = all(torch.isfinite(o).all() for o in out if isinstance(o, torch.Tensor))
             if not finite and dist != "as_is":
+                del inputs, out
                 continue
             ok_dists.append(dist)
-            expected.append(out)
-            inputs_per.append(inputs)
+            out64 = None
             if model64 is not None:
                 try:
                     out64 = _as_list(model64(*_to_double(inputs)))
-                    expected64.append(out64)
                 except Exception:
-                    model64, fp64_ok, expected64 = None, False, []
-        degenerate = {}
-        for mode in MODES:
-            names = []
-            for name, answer in trivial_answers(expected, inputs_per).items():
-                cmp = check_outputs_match(expected, answer, mode, expected64 if fp64_ok else None)
-                if cmp.correct:
-                    names.append(name)
-            degenerate[mode] = names
+                    model64, fp64_ok = None, False
+            if roofline is None:
+                roofline = _roofline(model, inputs, out, device)
+            for name in NAMES:
+                answer = trivial_answer(name, out, inputs)
+                for mode in MODES:
+                    if answer is None:
+                        matches[mode][name] = False
+                    elif matches[mode][name]:
+                        cmp = check_outputs_match(
+                            [out], [answer], mode, [out64] if out64 is not None else None
+                        )
+                        matches[mode][name] = cmp.correct
+                del answer
+            del inputs, out, out64
+            if device == "cuda":
+                torch.cuda.empty_cache()
+    degenerate = {mode: [n for n in NAMES if matches[mode][n]] for mode in MODES}
     rep.finish(
         {
             "ok": True,
             "distributions": ok_dists,
             "fp64_ok": fp64_ok,
             "degenerate": degenerate,
-            "roofline": _roofline(model, inputs_per[0], expected[0], device),
+            "roofline": roofline,
             "numerics": numerics,
         }
     )
@@ -275,7 +291,7 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
     from cuda_gym.judge.fallback import FallbackBan, NoBan
     from cuda_gym.judge.inputs import make_inputs
     from cuda_gym.judge.output_checks import bitwise_equal, output_violations, poison_allocator
-    from cuda_gym.judge.timing import Timer, profile_table
+    from cuda_gym.judge.timing import Timer, profile_table, warm_profiler
     from cuda_gym.judge.transfer import OutputWriter
 
     device = req["device"]
@@ -386,17 +402,16 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
     kernels = None
     if not violations:
         try:
-            measured = req.get("timing") or req.get("profile")
-            first = "timing" if req.get("timing") else "profile"
-            with torch.no_grad(), _alone(rep, first) if measured else contextlib.nullcontext():
+            with torch.no_grad():
                 if req.get("timing"):
-                    timing, last_set, last_out = Timer(device).time_ms(
-                        guarded,
-                        input_sets,
-                        req["warmup_runs"],
-                        req["timed_runs"],
-                        after_call=threads.sample,
-                    )
+                    with _alone(rep, "timing"):
+                        timing, last_set, last_out = Timer(device).time_ms(
+                            guarded,
+                            input_sets,
+                            req["warmup_runs"],
+                            req["timed_runs"],
+                            after_call=threads.sample,
+                        )
                     timed = {"set": last_set, "outputs": writer.put(_as_list(last_out))}
                     time.sleep(0.05)
                     if threads.deferred():
@@ -404,10 +419,15 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
                 # On the GPU a timed judgement is always profiled: the candidate's own kernels
                 # must account for the GPU time, and the kernel sum cross-checks the timer.
                 if req.get("profile") or (req.get("timing") and device == "cuda"):
-                    rep.enter("profile")
-                    table, kernels = profile_table(
-                        guarded, input_sets[0], device, vendor_allowed=vendor_allowed
-                    )
+                    # The profiler's first start in a process (CUPTI) takes seconds; it happens
+                    # after timing (which never runs with CUPTI attached) and outside the
+                    # exclusive hold, so other workers' timings go on meanwhile.
+                    rep.enter("profile.warmup")
+                    warm_profiler(device)
+                    with _alone(rep, "profile"):
+                        table, kernels = profile_table(
+                            guarded, input_sets[0], device, vendor_allowed=vendor_allowed
+                        )
         except BaseException as exc:
             rep.finish(
                 {

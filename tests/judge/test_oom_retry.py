@@ -60,3 +60,10 @@ def test_without_the_gate_there_is_no_rerun(tmp_path, monkeypatch):
     verdict = judge.evaluate(TASK, tmp_path, timing=False)
     assert not verdict.correct and "out of memory" in verdict.error
     assert "retried_alone_after_oom" not in verdict.flags
+
+
+def test_the_probe_is_rerun_alone_too(tmp_path, monkeypatch):
+    judge, calls = judge_running_out(tmp_path, monkeypatch, "probe", 1)
+    verdict = judge.evaluate(TASK, tmp_path, timing=False)
+    assert verdict.correct, verdict.error
+    assert [c for c in calls if c[0] == "probe"] == [("probe", False), ("probe", True)]
