@@ -17,7 +17,7 @@ import gymnasium as gym
 
 from benchmarks.kernelbench.config import HARNESS_VERSION, HarnessConfig
 from benchmarks.kernelbench.problems import Problem
-from benchmarks.kernelbench.records import write_record
+from benchmarks.kernelbench.records import OUT_OF_MEMORY, write_record
 from benchmarks.kernelbench.solutions import find_solution, solution_files, write_solution_dir
 from cuda_gym.agents import (
     ChatAgentConfig,
@@ -26,7 +26,7 @@ from cuda_gym.agents import (
     ScriptedAgent,
     run_episode,
 )
-from cuda_gym.errors import CudaGymError
+from cuda_gym.errors import CudaGymError, is_out_of_memory
 from cuda_gym.judge import Judge, Verdict
 from cuda_gym.tasks import Task
 
@@ -37,10 +37,15 @@ BUILD_LOG_CHARS = 2000
 
 @dataclass(frozen=True)
 class ProblemJob:
-    """A problem and the run it belongs to (picklable, for worker processes)."""
+    """A problem and the run it belongs to (picklable, for worker processes).
+
+    Attributes:
+        alone: The job runs in the final pass, one problem per GPU; out of memory is then final.
+    """
 
     problem: Problem
     config: HarnessConfig
+    alone: bool = False
 
 
 def run_problem(job: ProblemJob) -> dict:
@@ -70,6 +75,19 @@ def run_problem(job: ProblemJob) -> dict:
     except CudaGymError as exc:
         logger.warning("%s failed: %s", problem.key, exc)
         record.update(status="error", correct=False, error=f"{type(exc).__name__}: {exc}")
+    # One worker per GPU (or one in all) is alone on its device already.
+    alone = job.alone or cfg.workers <= max(1, len(cfg.gpus or ()))
+    if cfg.kind != "agent" and is_out_of_memory(record.get("error") or ""):
+        # Other problems' processes hold device memory even while this one has the device's
+        # gate to itself, so the judge's own rerun alone is not enough: the run judges the
+        # problem again at its end, with nothing else on the GPU. An agent's out-of-memory
+        # steps are feedback within its episode and are not rerun.
+        if alone:
+            record["flags"] = list(record.get("flags") or []) + ["out_of_memory_alone"]
+        else:
+            record["status"] = OUT_OF_MEMORY
+    if job.alone:
+        record["flags"] = list(record.get("flags") or []) + ["judged_alone"]
     record["wall_s"] = round(time.monotonic() - start, 3)
     write_record(cfg.out, problem, record)
     return record

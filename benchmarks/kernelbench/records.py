@@ -8,8 +8,11 @@ from pathlib import Path
 
 from benchmarks.kernelbench.problems import Problem
 
-# A record with one of these statuses is final; "error" records are run again on resume.
+# A record with one of these statuses is final; "error" records are run again on resume, and
+# "out_of_memory" ones (the device ran out of memory while other problems shared it) are run
+# again alone on their GPU at the end of the run.
 FINISHED = ("done", "missing")
+OUT_OF_MEMORY = "out_of_memory"
 
 
 def record_path(out: Path, problem: Problem) -> Path:

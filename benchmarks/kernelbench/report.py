@@ -96,8 +96,13 @@ def markdown(report: dict) -> str:
     lines += ["", "## Effort", ""]
     lines.append(
         f"- wall time: {eff['wall_s_total']:.1f} s in problem jobs "
-        f"({report['run_wall_s']:.1f} s for the whole run)"
+        f"({report['run_wall_s']:.1f} s for this invocation)"
     )
+    if report.get("invocations"):
+        lines.append(
+            f"- whole run: {report['total_wall_s']:.1f} s over {len(report['invocations'])} "
+            "invocation(s) (resumed runs add up)"
+        )
     if "episodes" in eff:
         lines.append(
             f"- turns: {eff['turns_total']} (mean {eff['turns_mean']:.1f}); tokens: "

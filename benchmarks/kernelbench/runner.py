@@ -11,6 +11,7 @@ import json
 import logging
 import sys
 import time
+from dataclasses import replace
 
 from benchmarks.kernelbench.baseline_file import BaselineFile
 from benchmarks.kernelbench.config import HARNESS_VERSION, HarnessConfig
@@ -18,7 +19,7 @@ from benchmarks.kernelbench.executor import make_executor
 from benchmarks.kernelbench.jobs import ProblemJob, run_problem
 from benchmarks.kernelbench.metrics import Outcome, effort, summarize
 from benchmarks.kernelbench.problems import Problem, discover_problems
-from benchmarks.kernelbench.records import FINISHED, read_record
+from benchmarks.kernelbench.records import FINISHED, OUT_OF_MEMORY, read_record
 from benchmarks.kernelbench.report import speedup_spread, write_report
 from benchmarks.kernelbench.system import system_facts
 from cuda_gym.errors import ConfigError, CudaGymError
@@ -48,6 +49,22 @@ def claim_run_dir(cfg: HarnessConfig) -> None:
     )
 
 
+def record_invocation(cfg: HarnessConfig, wall_s: float) -> list[dict]:
+    """Add this invocation's wall time to run.json; return every invocation's so far.
+
+    A run resumed over several invocations (--max-wall-s, interruptions) reports its total.
+    """
+    run_file = cfg.out / "run.json"
+    data = json.loads(run_file.read_text())
+    data.setdefault("invocations", []).append(
+        {"ended": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": round(wall_s, 1)}
+    )
+    tmp = run_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(run_file)
+    return data["invocations"]
+
+
 class Progress:
     """One line per finished problem on stderr: count, outcome, rate and time left."""
 
@@ -59,9 +76,10 @@ class Progress:
         self.stream = stream
 
     def update(self, record: dict) -> None:
-        """Report one finished problem."""
-        self.done += 1
-        self.fresh += 1
+        """Report one finished problem (one deferred to the alone pass is not counted yet)."""
+        if record.get("status") != OUT_OF_MEMORY:
+            self.done += 1
+            self.fresh += 1
         elapsed = time.monotonic() - self.start
         rate = self.fresh / elapsed if elapsed > 0 else 0.0
         left = (self.total - self.done) / rate if rate > 0 else 0.0
@@ -123,29 +141,43 @@ def run(cfg: HarnessConfig) -> dict:
         if record is None or record.get("status") not in FINISHED:
             todo.append(problem)
     progress = Progress(len(problems), len(problems) - len(todo))
-    executor = make_executor(cfg.workers, cfg.gpus)
     deadline = run_start + cfg.max_wall_s if cfg.max_wall_s else None
-    stopped = False
     try:
-        # Each job writes its own record, so jobs still in flight when the run stops (the
-        # deadline, an interrupt) are kept.
-        jobs = [ProblemJob(p, cfg) for p in todo]
-        for record in executor.map_unordered(run_problem, jobs):
-            progress.update(record)
-            if deadline and time.monotonic() > deadline and progress.done < len(problems):
-                logger.warning("--max-wall-s reached: stopping; run again to resume")
-                stopped = True
-                break
+        stopped = _run_jobs(cfg, [ProblemJob(p, cfg) for p in todo], progress, deadline)
+        # Problems that ran out of memory beside others: once more, one per GPU.
+        again = [p for p in todo if (read_record(cfg.out, p) or {}).get("status") == OUT_OF_MEMORY]
+        if again and not stopped:
+            logger.info("judging %d problem(s) again alone on their GPU", len(again))
+            alone = replace(cfg, workers=len(cfg.gpus) if cfg.gpus else 1)
+            jobs = [ProblemJob(p, alone, alone=True) for p in again]
+            stopped = _run_jobs(alone, jobs, progress, deadline)
     finally:
-        executor.close()
         baseline_file.collect(cache, _baseline_keys(cfg, problems))
         baseline_file.save()
 
     records = [read_record(cfg.out, p) for p in problems]
     report = build_report(cfg, problems, records, time.monotonic() - run_start)
+    report["invocations"] = record_invocation(cfg, report["run_wall_s"])
+    report["total_wall_s"] = sum(i["wall_s"] for i in report["invocations"])
     report["complete"] = not stopped and all(r and r.get("status") in FINISHED for r in records)
     write_report(report, [r for r in records if r], cfg.out, cfg.plots)
     return report
+
+
+def _run_jobs(cfg: HarnessConfig, jobs: list, progress: Progress, deadline: float | None) -> bool:
+    """Run the jobs on cfg's workers; True when stopped by the deadline."""
+    executor = make_executor(cfg.workers, cfg.gpus)
+    try:
+        # Each job writes its own record, so jobs still in flight when the run stops (the
+        # deadline, an interrupt) are kept.
+        for record in executor.map_unordered(run_problem, jobs):
+            progress.update(record)
+            if deadline and time.monotonic() > deadline and progress.done < progress.total:
+                logger.warning("--max-wall-s reached: stopping; run again to resume")
+                return True
+    finally:
+        executor.close()
+    return False
 
 
 def build_report(

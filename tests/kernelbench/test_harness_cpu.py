@@ -273,6 +273,10 @@ def test_reference_as_solution_sanity_run_with_plots(tiny):
     assert "Incomplete run" in (out / "report.md").read_text()
     assert main(argv) == 0
     report = load_report(out)
+    # The resumed run's wall time adds up its two invocations.
+    assert len(report["invocations"]) == 2
+    assert report["total_wall_s"] == pytest.approx(sum(i["wall_s"] for i in report["invocations"]))
+    assert "over 2 invocation(s)" in (out / "report.md").read_text()
     level = report["metrics"]["levels"]["level1"]
     assert level["n"] == 3 and level["pass_rate"] == 1.0
     assert level["timed_correct_vs_eager"] == 3 and level["geomean_speedup_vs_compile"] is None
