@@ -73,7 +73,11 @@ def test_hanging_kernel_is_killed(task, tmp_path):
 
 def test_cuda_compile_error_is_reported(judge, tmp_path):
     (tmp_path / "kernels").mkdir()
-    (tmp_path / "kernels" / "k.cu").write_text("__global__ void k() { undefined_thing(); }\n")
+    # A kernel-only workspace (an extern "C" launcher) goes to nvcc, whose error is reported.
+    (tmp_path / "kernels" / "k.cu").write_text(
+        "__global__ void k() { undefined_thing(); }\n"
+        'extern "C" void launch_k() { k<<<1, 1>>>(); }\n'
+    )
     build = judge.build(tmp_path)
     assert not build.ok and "undefined_thing" in build.errors and "kernels/k.cu" in build.errors
 
