@@ -1,0 +1,30 @@
+"""The step-latency benchmark on the CPU device: one warm-up and one timed episode."""
+
+import json
+
+import pytest
+
+from benchmarks.step_latency import STEPS, main
+
+
+@pytest.mark.slow
+def test_step_latency_report(tmp_path):
+    out = tmp_path / "step_latency.json"
+    returned = main(["--device", "cpu", "--repeats", "1", "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert report == json.loads(json.dumps(returned))
+    assert report["device"]["device"] == "cpu" and report["repeats"] == 1
+    assert report["target_run_plus_profile_s"] == 5.0
+    assert isinstance(report["meets_target"], bool)
+    (result,) = report["results"].values()
+    assert result["all_correct"] and result["all_compiles_cached"]
+    (episode,) = result["episodes"]
+    assert set(episode["step_s"]) == set(STEPS)
+    assert episode["reward"] >= 1
+    assert episode["run_plus_profile_s"] == pytest.approx(
+        episode["step_s"]["run"] + episode["step_s"]["profile"], abs=1e-3
+    )
+    assert result["run_plus_profile_s"]["median"] == episode["run_plus_profile_s"]
+    assert {"build", "candidate", "reference"} <= set(episode["stage_times_s"])
+    # The judge steps are timed through the env: never shorter than the tool's own time.
+    assert episode["step_s"]["profile"] >= episode["tool_s"]["profile"] > 0
