@@ -30,6 +30,7 @@ import torch
 import cuda_gym  # noqa: F401  (registers CudaKernel-v0)
 from benchmarks.concurrency import solution_files
 from cuda_gym.demo import DEMO_TASK, SCRIPTED_TASKS
+from cuda_gym.judge import JudgeConfig
 from cuda_gym.judge.device import device_info, resolve_device
 
 TARGET_S = 5.0
@@ -40,11 +41,12 @@ def call(name: str, **arguments) -> dict:
     return {"name": name, "arguments": arguments}
 
 
-def play_episode(device: str, task_id: str) -> dict:
+def play_episode(device: str, task_id: str, fast_worker_start: bool = False) -> dict:
     """One episode in a fresh env: write the solution, compile, run, profile, submit."""
     writes = [call("write_file", path=p, content=c) for p, c in solution_files(device).items()]
     actions = [writes, call("compile"), call("run"), call("profile"), call("submit")]
-    env = gym.make("CudaKernel-v0", device=device, task=task_id)
+    judge = JudgeConfig(device=device, fast_worker_start=fast_worker_start)
+    env = gym.make("CudaKernel-v0", device=device, task=task_id, judge=judge)
     episode: dict = {"step_s": {}, "tool_s": {}, "judge_wait_s": {}}
     try:
         env.reset(seed=0)
@@ -78,10 +80,10 @@ def spread(values: list[float]) -> dict:
     }
 
 
-def measure_task(device: str, task_id: str, repeats: int) -> dict:
+def measure_task(device: str, task_id: str, repeats: int, fast_worker_start: bool) -> dict:
     """A warm-up episode, then `repeats` episodes with builds and baselines cached."""
-    warmup = play_episode(device, task_id)
-    episodes = [play_episode(device, task_id) for _ in range(repeats)]
+    warmup = play_episode(device, task_id, fast_worker_start)
+    episodes = [play_episode(device, task_id, fast_worker_start) for _ in range(repeats)]
     return {
         "step_s": {s: spread([e["step_s"][s] for e in episodes]) for s in STEPS},
         "run_plus_profile_s": spread([e["run_plus_profile_s"] for e in episodes]),
@@ -112,6 +114,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
     parser.add_argument("--tasks", nargs="+", default=[DEMO_TASK], choices=SCRIPTED_TASKS)
     parser.add_argument("--repeats", type=int, default=5, help="episodes after the warm-up")
+    parser.add_argument(
+        "--fast-worker-start",
+        action="store_true",
+        help="fork judge workers from a warm process (JudgeConfig.fast_worker_start)",
+    )
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     if args.repeats < 1:
@@ -128,11 +135,12 @@ def main(argv: list[str] | None = None) -> dict:
         "git_dirty": None if dirty is None else bool(dirty),
         "tasks": args.tasks,
         "repeats": args.repeats,
+        "fast_worker_start": args.fast_worker_start,
         "target_run_plus_profile_s": TARGET_S,
         "results": {},
     }
     for task_id in args.tasks:
-        result = measure_task(device, task_id, args.repeats)
+        result = measure_task(device, task_id, args.repeats, args.fast_worker_start)
         report["results"][task_id] = result
         print(f"{task_id} on {device} ({args.repeats} episodes, caches warm):")
         for step in STEPS:
