@@ -290,7 +290,7 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
 
     from cuda_gym.judge.fallback import FallbackBan, NoBan
     from cuda_gym.judge.inputs import make_inputs
-    from cuda_gym.judge.output_checks import bitwise_equal, output_violations, poison_allocator
+    from cuda_gym.judge.output_checks import Fingerprint, output_violations, poison_allocator
     from cuda_gym.judge.timing import Timer, profile_table, warm_profiler
     from cuda_gym.judge.transfer import OutputWriter
 
@@ -346,6 +346,7 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
             return model(*args)
 
     live: list[tuple[list, list]] = []
+    digest = Fingerprint()
 
     threads = _ThreadWatch()
 
@@ -360,10 +361,13 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
         # catch work that goes on after forward returned (a detached thread, an unsynchronised
         # stream). A copy on the output's own device: the later comparison needs no transfer.
         saved = [o if _savable(o) else None for o in out]
-        snapshot = [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in saved]
+        # A digest at return, not a copy (KernelBench outputs reach several GiB): compared with
+        # the digest of the same tensors later to catch work that goes on after forward
+        # returned (a detached thread, an unsynchronised stream).
+        marks = [digest(o) if isinstance(o, torch.Tensor) else None for o in saved]
         violations.extend(output_violations(out, args, inputs))
-        live.append((saved, snapshot))
-        return snapshot
+        live.append((saved, marks))
+        return saved
 
     try:
         with torch.no_grad():
@@ -373,9 +377,9 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
             if device == "cuda":
                 torch.cuda.synchronize()
             if any(
-                isinstance(o, torch.Tensor) and not bitwise_equal(o.detach(), s)
-                for out, snap in live
-                for o, s in zip(out, snap)
+                isinstance(o, torch.Tensor) and not torch.equal(digest(o), mark)
+                for out, marks in live
+                for o, mark in zip(out, marks)
             ):
                 violations.append("async_work: outputs changed after ModelNew.forward returned")
             if threads.deferred():
