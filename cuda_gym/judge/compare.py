@@ -58,6 +58,9 @@ def check_outputs_match(
     actual: list[list],
     mode: str = "kernelbench",
     expected64: list[list] | None = None,
+    *,
+    into: Comparison | None = None,
+    first_trial: int = 0,
 ) -> Comparison:
     """Check `actual[trial][i]` against `expected[trial][i]` under `mode`.
 
@@ -67,22 +70,25 @@ def check_outputs_match(
         mode: One of MODES.
         expected64: Float64 reference outputs, required for the strict check of float outputs;
             without them strict falls back to the kernelbench tolerances.
+        into: Add to this Comparison (trials checked one at a time) instead of a new one.
+        first_trial: Number of the first trial in the notes.
 
     Outputs must be plain tensors with the reference's shape, dtype and device type; a
     non-finite value is accepted only where the reference has the same non-finite value.
     """
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
-    result = Comparison()
+    result = Comparison() if into is None else into
     if len(actual) != len(expected):
         result.fail(f"expected {len(expected)} trials of outputs, got {len(actual)}")
         return result
     for trial, (exp_outs, act_outs) in enumerate(zip(expected, actual)):
+        number = first_trial + trial
         if len(act_outs) != len(exp_outs):
-            result.fail(f"trial {trial}: expected {len(exp_outs)} output(s), got {len(act_outs)}")
+            result.fail(f"trial {number}: expected {len(exp_outs)} output(s), got {len(act_outs)}")
             continue
         for i, (exp, act) in enumerate(zip(exp_outs, act_outs)):
-            where = f"trial {trial}, output {i}"
+            where = f"trial {number}, output {i}"
             if not isinstance(exp, torch.Tensor):
                 if exp != act:
                     result.fail(f"{where}: expected {exp!r}, got {act!r}")

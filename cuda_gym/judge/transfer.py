@@ -226,8 +226,12 @@ def _reserve(arena_path: str, needed: int) -> bool:
         os.close(fd)
 
 
-def load_outputs(index_path: str, arena_path: str | None, device: str):
+def load_outputs(index_path: str, arena_path: str | None, device: str | None):
     """The tree `OutputWriter.save` wrote, its tensors on `device` (always private copies).
+
+    With `device` None, arena tensors stay views of the arena and others stay on the host:
+    `to_device` then copies one part at a time (outputs of many GiB need not all be on the
+    device at once).
 
     Raises:
         ValueError: The index or the arena does not hold what the index says (the candidate's
@@ -235,7 +239,7 @@ def load_outputs(index_path: str, arena_path: str | None, device: str):
     """
     import torch
 
-    saved = torch.load(index_path, map_location=device, weights_only=True)
+    saved = torch.load(index_path, map_location=device or "cpu", weights_only=True)
     if not isinstance(saved, dict) or "tree" not in saved:
         raise ValueError("unexpected layout")
     size = os.path.getsize(arena_path) if arena_path and os.path.exists(arena_path) else 0
@@ -256,9 +260,17 @@ def load_outputs(index_path: str, arena_path: str | None, device: str):
             numel *= d
         nbytes = numel * dtype.itemsize
         if numel == 0:
-            return torch.empty(shape, dtype=dtype, device=device)
+            return torch.empty(shape, dtype=dtype, device=device or "cpu")
         if buf is None or offset + nbytes > size:
             raise ValueError("an arena entry lies outside the arena")
-        return buf[offset : offset + nbytes].view(dtype).view(shape).to(device, copy=True)
+        view = buf[offset : offset + nbytes].view(dtype).view(shape)
+        return view if device is None else view.to(device, copy=True)
 
     return _walk(saved["tree"], take)
+
+
+def to_device(tree, device: str):
+    """A `load_outputs(..., None)` tree with private copies of its tensors on `device`."""
+    import torch
+
+    return _walk(tree, lambda x: x.to(device, copy=True) if isinstance(x, torch.Tensor) else x)

@@ -561,11 +561,11 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
 
     import torch
 
-    from cuda_gym.judge.compare import check_outputs_match, runs_agree
+    from cuda_gym.judge.compare import Comparison, check_outputs_match, runs_agree
     from cuda_gym.judge.inputs import make_inputs
     from cuda_gym.judge.output_checks import bitwise_equal
     from cuda_gym.judge.timing import Timer
-    from cuda_gym.judge.transfer import load_outputs
+    from cuda_gym.judge.transfer import load_outputs, to_device
 
     device = req["device"]
     mode = req["mode"]
@@ -576,7 +576,8 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
             rep.enter("compare")
             try:
                 # The file stays until the judgement ends: a retried reference reads it again.
-                cand = load_outputs(req["candidate_outputs_path"], req.get("arena_path"), device)
+                # Left in the arena (host) and copied to the device one trial at a time.
+                cand = load_outputs(req["candidate_outputs_path"], req.get("arena_path"), None)
                 if not isinstance(cand, dict) or not isinstance(cand.get("trials"), list):
                     raise TypeError("unexpected layout")
             except Exception as exc:  # the candidate wrote that file: its content is untrusted
@@ -591,31 +592,52 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
         if req.get("candidate_outputs_path") and cand is not None:
             use64 = mode == "strict" and req.get("fp64_ok", True)
             model64 = copy.deepcopy(model).double() if use64 else None
-            expected, expected64 = [], []
-            for seed, dist in zip(seeds, req["distributions"]):
+            timed_set = (cand.get("timed") or {}).get("set")
+            if type(timed_set) is not int or not 0 <= timed_set < len(seeds):
+                timed_set = None  # untrusted: the recheck below then fails
+            # One trial at a time: its inputs, reference outputs and the candidate's outputs
+            # are on the device together; only trial 0's and the timed set's references stay.
+            trials = Comparison()
+            if len(cand["trials"]) != len(seeds):
+                trials.fail(f"expected {len(seeds)} trials of outputs, got {len(cand['trials'])}")
+            kept = {}
+            for k, (seed, dist) in enumerate(zip(seeds, req["distributions"])):
                 inputs = make_inputs(task, seed, device, dist)
-                expected.append(_as_list(model(*_clone(inputs))))
-                if model64 is not None:
-                    expected64.append(_as_list(model64(*_to_double(inputs))))
-            e64 = expected64 or None
-            trials = check_outputs_match(expected, cand["trials"], mode, e64)
+                exp = _as_list(model(*_clone(inputs)))
+                exp64 = _as_list(model64(*_to_double(inputs))) if model64 is not None else None
+                del inputs
+                if len(cand["trials"]) == len(seeds):
+                    check_outputs_match(
+                        [exp],
+                        [to_device(cand["trials"][k], device)],
+                        mode,
+                        [exp64] if exp64 is not None else None,
+                        into=trials,
+                        first_trial=k,
+                    )
+                if k in (0, timed_set):
+                    kept[k] = (exp, exp64)
+                del exp, exp64
             result["comparison"] = dataclasses.asdict(trials)
-            first = cand["trials"][0] if cand["trials"] else []
-            bitwise = len(first) == len(cand["repeat"]) and all(
+            first = to_device(cand["trials"][0], device) if cand["trials"] else []
+            repeat = to_device(cand["repeat"], device)
+            bitwise = len(first) == len(repeat) and all(
                 bitwise_equal(a, b) if isinstance(a, torch.Tensor) else a == b
-                for a, b in zip(cand["repeat"], first)
+                for a, b in zip(repeat, first)
             )
-            agree = bitwise or runs_agree(
-                first, cand["repeat"], mode, expected[0], e64[0] if e64 else None
-            )
+            agree = bitwise or runs_agree(first, repeat, mode, kept[0][0], kept[0][1])
             result["determinism"] = {"within_tolerance": agree, "bitwise": bitwise}
+            del first, repeat
             if cand.get("timed") is not None:
-                k = cand["timed"]["set"]
+                exp, exp64 = kept[timed_set] if timed_set is not None else (None, None)
                 timed = check_outputs_match(
-                    expected[k : k + 1], [cand["timed"]["outputs"]], mode, e64 and e64[k : k + 1]
+                    [exp] if exp is not None else [],
+                    [to_device(cand["timed"]["outputs"], device)],
+                    mode,
+                    [exp64] if exp64 is not None else None,
                 )
                 result["timing_recheck"] = dataclasses.asdict(timed)
-            del cand, expected, expected64
+            del cand, kept
     baselines = {}
     if req["baselines"]:
         first_inputs = make_inputs(task, seeds[0], device, "as_is")

@@ -152,3 +152,14 @@ def test_runs_agree_in_chunks(monkeypatch):
     assert runs_agree([exp], [other], "paper", [exp])
     other[97] += 1.0  # in the last chunk only
     assert not runs_agree([exp], [other], "paper", [exp])
+
+
+@pytest.mark.parametrize("mode", ["strict", "kernelbench"])
+def test_trials_checked_one_at_a_time_add_up_with_their_numbers(mode):
+    exp, act = [[_t(1.0)], [_t(2.0)]], [[_t(1.0)], [_t(2.5)]]
+    exp64 = [[x.double() for x in trial] for trial in exp]
+    together = check_outputs_match(exp, act, mode, exp64)
+    one_by_one = check_outputs_match(exp[:1], act[:1], mode, exp64[:1])
+    check_outputs_match(exp[1:], act[1:], mode, exp64[1:], into=one_by_one, first_trial=1)
+    assert one_by_one == together and not together.correct
+    assert together.details[0].startswith("trial 1, output 0")

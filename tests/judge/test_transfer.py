@@ -8,7 +8,13 @@ import pytest
 import torch
 
 from cuda_gym.judge import transfer
-from cuda_gym.judge.transfer import ArenaPool, OutputWriter, load_outputs, remove_stale_arenas
+from cuda_gym.judge.transfer import (
+    ArenaPool,
+    OutputWriter,
+    load_outputs,
+    remove_stale_arenas,
+    to_device,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -71,6 +77,21 @@ def test_round_trip_through_an_arena(tmp_path):
     assert_same(tree, back)
     pool.close()
     assert not list(tmp_path.glob(f"{transfer.ARENA_PREFIX}*"))
+
+
+def test_loading_lazily_then_one_part_at_a_time(tmp_path):
+    pool = ArenaPool(tmp_path)
+    tree = sample_tree()
+    with pool.lease() as arena:
+        _, index = write(tree, tmp_path, arena)
+        lazy = load_outputs(str(index), str(arena), None)
+        # Views of the arena until copied: the reference copies one trial at a time.
+        first = to_device(lazy["trials"][0], "cpu")
+        assert_same(tree["trials"][0], first)
+        assert_same(tree, to_device(lazy, "cpu"))
+        arena.write_bytes(b"\0" * arena.stat().st_size)
+        assert_same(tree["trials"][0], first)
+    pool.close()
 
 
 def test_an_arena_is_reused_and_grows(tmp_path):
