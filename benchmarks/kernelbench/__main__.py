@@ -74,6 +74,11 @@ def parse_args(argv: list[str] | None = None) -> HarnessConfig:
     )
     judge.add_argument("--run-timeout-s", type=float, default=d["run_timeout_s"].default)
     judge.add_argument("--baselines-file", default=None, help="default: OUT/baselines.json")
+    judge.add_argument(
+        "--no-shipped-baselines",
+        action="store_true",
+        help="measure baselines, not taking those in benchmarks/kernelbench/baselines/",
+    )
     judge.add_argument("--cache-dir", default=None, help="default: $CUDA_GYM_CACHE")
     run_group = p.add_argument_group("execution")
     run_group.add_argument("--workers", type=int, default=d["workers"].default)
@@ -118,6 +123,7 @@ def parse_args(argv: list[str] | None = None) -> HarnessConfig:
         allow_vendor_libraries=a.allow_vendor_libraries,
         baselines=a.baselines,
         baselines_file=a.baselines_file,
+        shipped_baselines=not a.no_shipped_baselines,
         cache_dir=a.cache_dir,
         run_timeout_s=a.run_timeout_s,
         seed=a.seed,

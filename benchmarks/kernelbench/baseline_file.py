@@ -17,6 +17,16 @@ from cuda_gym.judge.baselines import JsonCache
 
 FORMAT = "cuda_gym-kernelbench-baselines-1"
 
+# Baseline files that ship with the harness (measured on our GPUs, e.g. h200.json). They seed
+# the judge's cache at the start of every run, after the run's own file; an entry is used only
+# where its key matches (same GPU model and software), so elsewhere they cost nothing.
+SHIPPED_DIR = Path(__file__).with_name("baselines")
+
+
+def shipped_baseline_files() -> list[Path]:
+    """The baseline files shipped in SHIPPED_DIR."""
+    return sorted(SHIPPED_DIR.glob("*.json"))
+
 
 class BaselineFile:
     """Baseline entries keyed by the judge's baseline key.

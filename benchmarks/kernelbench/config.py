@@ -76,6 +76,9 @@ class HarnessConfig:
         baselines: Baselines to time: "eager" and/or "compile".
         baselines_file: Eager/compile baseline times, read at the start and updated at the end
             (None: `out/baselines.json`).
+        shipped_baselines: Also seed the judge's cache from the baseline files that ship with
+            the harness (benchmarks/kernelbench/baselines/; used only where GPU and software
+            match).
         cache_dir: Judge build/baseline cache (None: $CUDA_GYM_CACHE or ~/.cache/cuda_gym).
         run_timeout_s: Limit for one judge child process.
         seed: Seed of every episode's reset.
@@ -113,6 +116,7 @@ class HarnessConfig:
     allow_vendor_libraries: bool = False
     baselines: tuple[str, ...] = ("eager", "compile")
     baselines_file: Path | None = None
+    shipped_baselines: bool = True
     cache_dir: Path | None = None
     run_timeout_s: float = 300.0
     seed: int = 0

@@ -13,7 +13,7 @@ import sys
 import time
 from dataclasses import replace
 
-from benchmarks.kernelbench.baseline_file import BaselineFile
+from benchmarks.kernelbench.baseline_file import BaselineFile, shipped_baseline_files
 from benchmarks.kernelbench.config import HARNESS_VERSION, HarnessConfig
 from benchmarks.kernelbench.executor import make_executor
 from benchmarks.kernelbench.jobs import ProblemJob, run_problem
@@ -134,6 +134,10 @@ def run(cfg: HarnessConfig) -> dict:
     seeded = baseline_file.seed_cache(cache)
     if seeded:
         logger.info("%d baselines taken from %s", seeded, baseline_file.path)
+    for path in shipped_baseline_files() if cfg.shipped_baselines else []:
+        seeded = BaselineFile(path).seed_cache(cache)
+        if seeded:
+            logger.info("%d baselines taken from %s (shipped)", seeded, path)
 
     todo = []
     for problem in problems:

@@ -19,6 +19,7 @@ from cuda_gym.agents import read_trajectory
 from tests.agents.chat_server import ChatServer, completion, conversation_errors, tool_call
 from tests.kernelbench.tiny_kernelbench import (
     ADD_RELU_FILES,
+    BASELINE_MS,
     JUDGE_FLAGS,
     OPS_CPP,
     RELU_LOAD_INLINE,
@@ -297,3 +298,23 @@ def test_reference_as_solution_sanity_run_with_plots(tiny):
     ]
     assert all("median_ms" in e["baselines"]["eager"] for e in saved.values())
     shutil.rmtree(out / "records")
+
+
+def test_shipped_baselines_are_used_unless_refused(tiny, tmp_path, monkeypatch):
+    from benchmarks.kernelbench import baseline_file
+
+    argv = ["--kernelbench-dir", str(tiny["kb"]), "--levels", "1", "--problems", "1_ReLU"]
+    argv += [*JUDGE_FLAGS, "--solutions-dir", str(tiny["solutions"])]
+    argv += ["--cache-dir", str(tmp_path / "cache"), "--baselines", "eager"]
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    write_baselines(shipped / "this_machine.json", tiny["kb"], parse_args([*argv, "--out", "x"]))
+    monkeypatch.setattr(baseline_file, "SHIPPED_DIR", shipped)
+    assert main([*argv, "--out", str(tmp_path / "with")]) == 0
+    record = json.loads((tmp_path / "with/records/level1/1_ReLU.json").read_text())
+    assert record["time_ms"]["eager"] == BASELINE_MS["level1/1_ReLU"][0]
+    # Refused: measured here (a CPU ReLU of 32x256 is nowhere near the made-up time).
+    shutil.rmtree(tmp_path / "cache")
+    assert main([*argv, "--out", str(tmp_path / "without"), "--no-shipped-baselines"]) == 0
+    record = json.loads((tmp_path / "without/records/level1/1_ReLU.json").read_text())
+    assert record["time_ms"]["eager"] != BASELINE_MS["level1/1_ReLU"][0]
