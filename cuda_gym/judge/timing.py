@@ -246,6 +246,7 @@ def warm_profiler(device: str) -> None:
 
     The first profiler session of a process attaches CUPTI (seconds on an H200); later sessions
     start in well under a second. Nothing of this session is kept. On the CPU it does nothing.
+    Workers call it outside the device gate: its only device work is one 1-element kernel.
     """
     if device != "cuda":
         return

@@ -78,6 +78,26 @@ def _open_gate(req: dict, rep: _Reporter):
 
 
 @contextlib.contextmanager
+def _off_device(rep: _Reporter, stage: str):
+    """Run a block of host-only work in `stage` without holding the gate (see DeviceGate.outside).
+
+    Taking the shared hold back afterwards is a wait in stage "gate".
+    """
+    if _GATE is None:
+        rep.enter(stage)
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_GATE.outside())
+        rep.enter(stage)
+        try:
+            yield
+        finally:
+            rep.enter("gate")
+    rep.enter(stage)
+
+
+@contextlib.contextmanager
 def _alone(rep: _Reporter, stage: str):
     """Hold the device alone (waiting in stage "gate"), then run the block in `stage`.
 
@@ -423,11 +443,11 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
                 # On the GPU a timed judgement is always profiled: the candidate's own kernels
                 # must account for the GPU time, and the kernel sum cross-checks the timer.
                 if req.get("profile") or (req.get("timing") and device == "cuda"):
-                    # The profiler's first start in a process (CUPTI) takes seconds; it happens
-                    # after timing (which never runs with CUPTI attached) and outside the
-                    # exclusive hold, so other workers' timings go on meanwhile.
-                    rep.enter("profile.warmup")
-                    warm_profiler(device)
+                    # The profiler's first start in a process (CUPTI) takes seconds of host
+                    # work; it happens after timing (which never runs with CUPTI attached) and
+                    # outside the gate, so other workers' timings go on meanwhile.
+                    with _off_device(rep, "profile.warmup"):
+                        warm_profiler(device)
                     with _alone(rep, "profile"):
                         table, kernels = profile_table(
                             guarded, input_sets[0], device, vendor_allowed=vendor_allowed

@@ -111,6 +111,23 @@ class DeviceGate:
             if before == "shared":
                 self._enter(fcntl.LOCK_SH, "shared")
 
+    @contextlib.contextmanager
+    def outside(self) -> Iterator[None]:
+        """Give up a shared hold for a block of host-only work, then take it back.
+
+        For seconds of CPU work inside a worker's device work (attaching the profiler): a timer
+        waiting for the device need not wait for it. Taking the hold back queues like any
+        shared entry. An exclusive hold is kept (its holder is timing).
+        """
+        if self._held != "shared":
+            yield
+            return
+        self._leave()
+        try:
+            yield
+        finally:
+            self._enter(fcntl.LOCK_SH, "shared")
+
     @property
     def held(self) -> str | None:
         """The hold of this process: "shared", "exclusive" or None."""

@@ -107,6 +107,27 @@ def test_exclusive_inside_shared_gives_the_hold_up_and_takes_it_back(tmp_path):
     gate.close()
 
 
+def test_outside_lets_a_timer_in_and_takes_the_shared_hold_back(tmp_path):
+    gate = DeviceGate("dev", tmp_path)
+    with gate.shared():
+        timer = child(tmp_path, "exclusive", 0.5)
+        time.sleep(0.3)
+        assert timer.poll() is None  # waits for this process's shared hold
+        with gate.outside():
+            assert gate.held is None
+            left = time.monotonic()
+            time.sleep(0.2)
+        back = time.monotonic()
+        assert gate.held == "shared"
+        timer_in, timer_out = times(timer)
+    assert left <= timer_in and back >= timer_out  # the hold came back after the timer left
+    with gate.exclusive(), gate.outside():
+        assert gate.held == "exclusive"  # a timer keeps its hold
+    with gate.outside():
+        assert gate.held is None  # nothing held: nothing to give up
+    gate.close()
+
+
 def test_an_exception_inside_releases_the_gate(tmp_path):
     gate = DeviceGate("dev", tmp_path)
     with pytest.raises(RuntimeError), gate.exclusive():
