@@ -57,6 +57,13 @@ def play_episode(device: str, task_id: str, fast_worker_start: bool = False) -> 
             episode["tool_s"][name] = round(sum(info["timings"].values()), 4)
             episode["judge_wait_s"][name] = info["judge_wait_s"]
             result = info["tool_results"][-1]
+            error = result.get("error") if isinstance(result, dict) else None
+            # As it happens, so that a run cut by a time limit still shows where time went.
+            print(
+                f"  {name:8s} {episode['step_s'][name]:8.3f} s"
+                + (f"  error: {str(error)[:600]}" if error else ""),
+                flush=True,
+            )
             if name == "compile":
                 episode["compile_cached"] = result["cached"]
             elif name in ("run", "profile"):
@@ -82,7 +89,9 @@ def spread(values: list[float]) -> dict:
 
 def measure_task(device: str, task_id: str, repeats: int, fast_worker_start: bool) -> dict:
     """A warm-up episode, then `repeats` episodes with builds and baselines cached."""
+    print(f"{task_id}: warm-up episode", flush=True)
     warmup = play_episode(device, task_id, fast_worker_start)
+    print(f"{task_id}: {repeats} episodes", flush=True)
     episodes = [play_episode(device, task_id, fast_worker_start) for _ in range(repeats)]
     return {
         "step_s": {s: spread([e["step_s"][s] for e in episodes]) for s in STEPS},
