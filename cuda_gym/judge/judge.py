@@ -461,24 +461,33 @@ class Judge:
         stage_file = result_path.with_suffix(".stage")
         # The clock stops while the worker waits for its device's gate (another process times).
         pause = Pause(lambda: _read_stage(stage_file) == "gate", self.config.gate_wait_max_s)
+        stdin_data = json.dumps(request).encode()
+        slow = [sys.executable, "-m", "cuda_gym.judge.worker", role]
         if self.config.fast_worker_start:
-            proc = shared_launcher(base_env, WORKER_PRELOAD).run(
+            launcher = shared_launcher(base_env, WORKER_PRELOAD)
+            proc = launcher.run(
                 "cuda_gym.judge.worker",
                 [role],
                 timeout_s=timeout_s,
                 cwd=work,
                 env=env,
-                stdin_data=json.dumps(request).encode(),
+                stdin_data=stdin_data,
                 pause=pause,
             )
+            if not proc.ok and not result_path.exists() and _read_stage(stage_file) is None:
+                # The forked worker failed in stage "start", before any task or candidate code
+                # ran (e.g. its CUDA could not start after fork): the zygote is at fault, not the
+                # judged code. Once more the slow way, and no more forking in this process.
+                launcher.disable(
+                    f"a forked {role} worker {proc.describe_failure(timeout_s)} at start:\n"
+                    + (proc.stderr or proc.stdout).strip()[-1500:]
+                )
+                proc = run_process(
+                    slow, timeout_s=timeout_s, cwd=work, env=env, stdin_data=stdin_data, pause=pause
+                )
         else:
             proc = run_process(
-                [sys.executable, "-m", "cuda_gym.judge.worker", role],
-                timeout_s=timeout_s,
-                cwd=work,
-                env=env,
-                stdin_data=json.dumps(request).encode(),
-                pause=pause,
+                slow, timeout_s=timeout_s, cwd=work, env=env, stdin_data=stdin_data, pause=pause
             )
         stage = _read_stage(stage_file) or "start"
         result = json.loads(result_path.read_text()) if result_path.exists() else None

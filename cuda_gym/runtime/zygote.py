@@ -54,11 +54,33 @@ POLL_S = 0.02
 # -- the zygote process -------------------------------------------------------------------------
 
 
+def driver_initialised() -> bool:
+    """Whether this process has initialised the CUDA driver (cuInit), without initialising it.
+
+    A driver initialised before fork() is unusable in the forked children: their first CUDA
+    call fails. cuCtxGetCurrent answers CUDA_ERROR_NOT_INITIALIZED (3) until cuInit has run and
+    does not run it; a driver library that is not even loaded has not been initialised.
+    """
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD)
+    except OSError:
+        return False
+    context = ctypes.c_void_p()
+    return lib.cuCtxGetCurrent(ctypes.byref(context)) == 0
+
+
 def _serve(preload: str | None) -> None:
     """Zygote main loop: fork a worker per request line, report pids and exit codes."""
     if preload:
         module, _, func = preload.partition(":")
         getattr(__import__(module, fromlist=[func]), func)()
+    if driver_initialised():
+        # Refuse rather than fork children whose CUDA cannot start: the client then starts
+        # its workers the slow way (this message reaches its log).
+        sys.stderr.write(f"zygote refuses to serve: the preload {preload!r} initialised CUDA\n")
+        sys.exit(3)
     out = sys.stdout
     out.write(READY + "\n")
     out.flush()
@@ -171,7 +193,9 @@ class ZygoteLauncher:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._log,
-                env=self.env,
+                # A preload that asks whether CUDA is available asks NVML, not the driver (which
+                # would be initialised, and unusable after fork). Children get their own env.
+                env={"PYTORCH_NVML_BASED_CUDA_CHECK": "1", **self.env},
                 start_new_session=True,
             )
         except OSError as exc:
@@ -212,6 +236,15 @@ class ZygoteLauncher:
             if self._proc is proc:
                 self._proc = None
             self._cond.notify_all()
+
+    def disable(self, reason: str) -> None:
+        """Stop the zygote for good: from now on `run` starts every process the slow way."""
+        with self._lock:
+            already = self._broken
+            self._broken = True
+        if not already:
+            logger.warning("zygote disabled, workers start the slow way: %s", reason[:2000])
+        self.close()
 
     def close(self) -> None:
         """Stop the zygote (its running children's process groups are killed)."""

@@ -67,3 +67,30 @@ def test_the_probe_is_rerun_alone_too(tmp_path, monkeypatch):
     verdict = judge.evaluate(TASK, tmp_path, timing=False)
     assert verdict.correct, verdict.error
     assert [c for c in calls if c[0] == "probe"] == [("probe", False), ("probe", True)]
+
+
+def test_a_forked_worker_that_fails_at_start_is_rerun_the_slow_way(tmp_path, monkeypatch):
+    """With fast_worker_start, a worker whose device cannot start in the fork (stage "start",
+    before any task or candidate code) costs speed, never the verdict: it is rerun as a fresh
+    process and the zygote is no longer used."""
+    from cuda_gym.judge import judge as judge_module
+    from cuda_gym.runtime import zygote
+
+    preload = "tests.runtime.zygote_preloads:break_device_identity"
+    monkeypatch.setattr(judge_module, "WORKER_PRELOAD", preload)
+    write_kernel_only_solution(tmp_path, "cpu")
+    judge = Judge(
+        JudgeConfig(
+            device="cpu",
+            cache_dir=tmp_path / "cache",
+            baselines=("eager",),
+            fast_worker_start=True,
+        )
+    )
+    try:
+        verdict = judge.evaluate(TASK, tmp_path, timing=True)
+        assert verdict.correct and verdict.verdict == "accept", verdict.error
+        launchers = [v for k, v in zygote._shared.items() if k[1] == preload]
+        assert launchers and launchers[0]._broken
+    finally:
+        zygote.close_shared_launchers()

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from cuda_gym.runtime import python_child_env
+from cuda_gym.runtime import python_child_env, zygote
 from cuda_gym.runtime.process import Pause
 from cuda_gym.runtime.zygote import ZygoteLauncher
 
@@ -109,3 +109,55 @@ def test_a_zygote_that_cannot_start_falls_back_to_plain_processes(tmp_path):
     proc = _run(broken, "echo", tmp_path, stdin_data=b"slow way")
     assert proc.ok and proc.stdout.startswith("stdin=slow way")
     assert broken._broken
+
+
+def test_a_disabled_zygote_starts_processes_the_slow_way(tmp_path):
+    own = ZygoteLauncher(python_child_env())
+    try:
+        forked = _run(own, "ppid", tmp_path)
+        assert forked.ok and int(forked.stdout) == own._proc.pid
+        own.disable("test")
+        slow = _run(own, "ppid", tmp_path)
+        assert slow.ok and int(slow.stdout) == os.getpid()
+        assert own._proc is None and own._broken
+    finally:
+        own.close()
+
+
+def test_a_zygote_whose_preload_initialised_cuda_refuses_to_serve(tmp_path):
+    refused = ZygoteLauncher(
+        python_child_env(), preload="tests.runtime.zygote_preloads:pretend_cuda_initialised"
+    )
+    proc = _run(refused, "ppid", tmp_path)
+    assert proc.ok and int(proc.stdout) == os.getpid()  # started the slow way
+    assert refused._broken
+    refused._log.seek(0)
+    assert b"initialised CUDA" in refused._log.read()
+
+
+class _FakeDriver:
+    def __init__(self, code):
+        self.code = code
+
+    def cuCtxGetCurrent(self, pointer):  # noqa: N802 - the driver's name
+        return self.code
+
+
+@pytest.mark.parametrize(
+    ("loaded", "code", "expected"), [(False, 0, False), (True, 3, False), (True, 0, True)]
+)
+def test_driver_initialised_asks_the_loaded_driver_only(monkeypatch, loaded, code, expected):
+    import ctypes
+
+    def cdll(name, mode=0):
+        assert mode & os.RTLD_NOLOAD  # never loads the driver itself
+        if not loaded:
+            raise OSError("not loaded")
+        return _FakeDriver(code)
+
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    assert zygote.driver_initialised() is expected
+
+
+def test_driver_initialised_is_false_in_a_process_without_cuda():
+    assert zygote.driver_initialised() is False

@@ -28,3 +28,5 @@ elif action == "torch":
     import torch
 
     print(float((torch.arange(1000.0) * 2).sum()))
+elif action == "ppid":
+    print(os.getppid())
