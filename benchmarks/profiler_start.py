@@ -1,13 +1,15 @@
 """Where a judge worker's start-up time goes on the GPU: torch import, CUDA start, the profiler.
 
 Each repeat runs a fresh Python process (as a judge worker is) that times, in order: `import
-torch`, the first CUDA tensor (context creation), the first profiler session with CPU activities
-only, the first with CPU and CUDA activities (CUPTI attaches here), a second such session, and
-the host time of one tiny kernel launch plus synchronize before and after the profiler ran (does
-CUPTI stay attached and slow launches once the session is over?). The candidate worker pays the
-import and CUDA start per judgement, and the CUPTI attach once per timed judgement on the GPU.
+torch`; the first CUDA tensor (context creation); a first session of the autograd profiler with
+CPU and CUDA activities (the judge's profiler; CUPTI attaches here); then sessions of the
+`torch.profiler` front end: the first with CPU activities only (it imports torch._inductor), the
+first and a second with CUDA activities; and the host time of one tiny kernel launch plus
+synchronize before and after the profiler ran (does CUPTI stay attached and slow launches once
+the session is over?).
 
-    python -m benchmarks.profiler_start --repeats 3 --out benchmarks/results/profiler_start_h200.json
+    python -m benchmarks.profiler_start --repeats 3 \
+        --out benchmarks/results/profiler_start_h200.json
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 from pathlib import Path
 
 CHILD = r"""
-import json, time
+import json, sys, time
 t0 = time.perf_counter()
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -46,6 +48,13 @@ torch.cuda.synchronize()
 t_cuda = time.perf_counter() - t0
 before = launch_us()
 
+s = time.perf_counter()
+with torch.autograd.profiler.profile(use_cpu=True, use_device="cuda", use_kineto=True):
+    x.add_(1)
+    torch.cuda.synchronize()
+t_autograd = time.perf_counter() - s
+inductor_after_autograd = "torch._inductor" in sys.modules
+
 def session(activities):
     s = time.perf_counter()
     with profile(activities=activities):
@@ -58,7 +67,9 @@ t_first = session([ProfilerActivity.CPU, ProfilerActivity.CUDA])
 t_second = session([ProfilerActivity.CPU, ProfilerActivity.CUDA])
 after = launch_us()
 print(json.dumps({
-    "import_torch_s": t_import, "cuda_start_s": t_cuda, "profiler_cpu_only_first_s": t_cpu,
+    "import_torch_s": t_import, "cuda_start_s": t_cuda, "autograd_profiler_first_s": t_autograd,
+    "inductor_imported_by_autograd_profiler": inductor_after_autograd,
+    "profiler_cpu_only_first_s": t_cpu,
     "profiler_cuda_first_s": t_first, "profiler_cuda_second_s": t_second,
     "launch_sync_us_before": before, "launch_sync_us_after": after,
     "device": torch.cuda.get_device_name(), "torch": torch.__version__,
@@ -81,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         print(json.dumps(runs[-1]))
-    keys = [k for k, v in runs[0].items() if isinstance(v, float)]
+    keys = [k for k, v in runs[0].items() if type(v) is float]
     medians = {k: round(statistics.median(r[k] for r in runs), 4) for k in keys}
     report = {
         "benchmark": "profiler_start",

@@ -241,19 +241,29 @@ def kernel_origin(name: str, vendor_allowed: bool) -> str:
     return "own"
 
 
+def _profiler(device: str):
+    """A kineto profiler session recording CPU operators and, on CUDA, GPU kernels.
+
+    The autograd profiler, not its `torch.profiler.profile` front end: that one's first start
+    in a process imports torch._inductor (and with it all of dynamo) only to read one config
+    flag, 3.6 s on the H200 machine (benchmarks/results/profiler_start_h200.json).
+    """
+    return torch.autograd.profiler.profile(
+        use_cpu=True, use_device="cuda" if device == "cuda" else None, use_kineto=True
+    )
+
+
 def warm_profiler(device: str) -> None:
     """Start and stop the profiler once on a tiny op, so the next session starts fast.
 
-    The first profiler session of a process attaches CUPTI (seconds on an H200); later sessions
-    start in well under a second. Nothing of this session is kept. On the CPU it does nothing.
-    Workers call it outside the device gate: its only device work is one 1-element kernel.
+    The first session of a process attaches CUPTI; nothing of this session is kept. On the CPU
+    it does nothing. Workers call it outside the device gate: its only device work is one
+    1-element kernel.
     """
     if device != "cuda":
         return
-    from torch.profiler import ProfilerActivity, profile
-
     x = torch.zeros(1, device="cuda")
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+    with _profiler(device):
         x.add_(1)
         torch.cuda.synchronize()
 
@@ -273,14 +283,12 @@ def profile_table(
         "vendor_ms", "own_share", "foreign": [top non-own kernel names]} (None on the CPU or
         when the profiler saw no kernels).
     """
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.autograd.profiler import record_function
 
     calls = [_clone(inputs) for _ in range(runs)]
-    activities = [ProfilerActivity.CPU]
     if device == "cuda":
-        activities.append(ProfilerActivity.CUDA)
         torch.cuda.synchronize()
-    with profile(activities=activities) as prof:
+    with _profiler(device) as prof:
         for args in calls:
             if device == "cuda":
                 # No record_function range here: on CUDA it becomes a GPU-side annotation
