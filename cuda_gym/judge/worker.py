@@ -681,27 +681,48 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
     rep.finish(result)
 
 
+# What every role imports, for the zygote to hold: torch, then what PyTorch imports lazily the
+# first time an operator is dispatched under a Python dispatch mode or compiled (seconds on a
+# cold process), then ours.
+PRELOAD_MODULES = (
+    "torch",
+    "torch._dynamo",
+    "torch._higher_order_ops",
+    "torch.fx.experimental.symbolic_shapes",
+    "torch.profiler",
+    "torch.utils.cpp_extension",
+    "torch.utils._python_dispatch",
+    "cuda_gym.judge.compare",
+    "cuda_gym.judge.fallback",
+    "cuda_gym.judge.inputs",
+    "cuda_gym.judge.output_checks",
+    "cuda_gym.judge.timing",
+)
+
+
 def preload() -> None:
     """Import what every role needs, for the zygote (cuda_gym.runtime.zygote) to fork from.
 
     Imports only: no tensor work and no CUDA (forking after CUDA initialisation is unsafe, and
-    a CPU op could start OpenMP threads that a forked child would not have).
+    a CPU op could start OpenMP threads that a forked child would not have). An import that
+    initialises the CUDA driver is named in the error, and the zygote then does not serve.
     """
+    import importlib
+
+    from cuda_gym.runtime.zygote import driver_initialised
+
+    for name in PRELOAD_MODULES:
+        importlib.import_module(name)
+        if driver_initialised():
+            raise RuntimeError(f"importing {name} initialised the CUDA driver")
     import torch
 
-    # What PyTorch imports lazily the first time an operator is dispatched under a Python
-    # dispatch mode or compiled (seconds on a cold process).
-    import torch._dynamo  # noqa: F401
-    import torch._higher_order_ops  # noqa: F401
-    import torch.fx.experimental.symbolic_shapes  # noqa: F401
-    import torch.profiler  # noqa: F401
-    import torch.utils.cpp_extension  # noqa: F401
-    from torch.utils._python_dispatch import TorchDispatchMode  # noqa: F401
-
-    from cuda_gym.judge import compare, fallback, inputs, output_checks, timing  # noqa: F401
+    from cuda_gym.judge import fallback
 
     with fallback.FallbackBan(False):
         torch.empty(0)
+    if driver_initialised():
+        raise RuntimeError("an empty CPU tensor under the fallback ban initialised the CUDA driver")
 
 
 def main() -> None:

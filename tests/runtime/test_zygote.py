@@ -161,3 +161,12 @@ def test_driver_initialised_asks_the_loaded_driver_only(monkeypatch, loaded, cod
 
 def test_driver_initialised_is_false_in_a_process_without_cuda():
     assert zygote.driver_initialised() is False
+
+
+def test_the_worker_preload_names_the_import_that_initialised_cuda(monkeypatch):
+    from cuda_gym.judge import worker
+
+    answers = iter([False, False, True])
+    monkeypatch.setattr(zygote, "driver_initialised", lambda: next(answers))
+    with pytest.raises(RuntimeError, match=f"importing {worker.PRELOAD_MODULES[2]} initialised"):
+        worker.preload()
