@@ -32,6 +32,7 @@ from benchmarks.concurrency import solution_files
 from cuda_gym.demo import DEMO_TASK, SCRIPTED_TASKS
 from cuda_gym.judge import JudgeConfig
 from cuda_gym.judge.device import device_info, resolve_device
+from cuda_gym.runtime.zygote import zygote_failures
 
 TARGET_S = 5.0
 STEPS = ("write", "compile", "run", "profile", "submit")
@@ -173,6 +174,12 @@ def main(argv: list[str] | None = None) -> dict:
     )
     print(f"meets target: {report['meets_target']}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    # With --fast-worker-start, whether the workers really were forked (a zygote that cannot
+    # serve falls back to starting them afresh, which these figures would then measure).
+    report["zygote_failures"] = zygote_failures()
+    if args.fast_worker_start and report["zygote_failures"]:
+        print("warning: the zygote did not serve (workers started afresh):")
+        print("  " + report["zygote_failures"][0][:1500].replace("\n", "\n  "))
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out}")
     return report

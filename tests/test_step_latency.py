@@ -15,6 +15,7 @@ def test_step_latency_report(tmp_path):
     assert report == json.loads(json.dumps(returned))
     assert report["device"]["device"] == "cpu" and report["repeats"] == 1
     assert report["target_run_plus_profile_s"] == 5.0
+    assert isinstance(report["zygote_failures"], list)
     assert isinstance(report["meets_target"], bool)
     (result,) = report["results"].values()
     assert result["all_correct"] and result["all_compiles_cached"]

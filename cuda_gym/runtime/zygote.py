@@ -46,6 +46,9 @@ from cuda_gym.runtime.process import (
 logger = logging.getLogger(__name__)
 
 READY = "zygote-ready"
+# Why zygotes of this process could not serve (start-up failures, disable() calls), oldest first:
+# a benchmark of fast worker start reports them, so a run that fell back is not mistaken for one.
+_failures: list[str] = []
 START_TIMEOUT_S = 120.0
 FORK_REPLY_TIMEOUT_S = 30.0
 POLL_S = 0.02
@@ -200,6 +203,7 @@ class ZygoteLauncher:
             )
         except OSError as exc:
             logger.warning("zygote could not start (%s); workers start the slow way", exc)
+            _failures.append(f"could not start: {exc}")
             self._broken = True
             return False
         ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
@@ -208,10 +212,9 @@ class ZygoteLauncher:
             _kill_group(proc.pid)
             proc.wait()
             self._log.seek(0)
-            logger.warning(
-                "zygote failed to start; workers start the slow way:\n%s",
-                self._log.read().decode(errors="replace")[-2000:],
-            )
+            log = self._log.read().decode(errors="replace")[-2000:]
+            logger.warning("zygote failed to start; workers start the slow way:\n%s", log)
+            _failures.append(f"failed to start: {log}")
             self._broken = True
             return False
         self._proc = proc
@@ -244,6 +247,7 @@ class ZygoteLauncher:
             self._broken = True
         if not already:
             logger.warning("zygote disabled, workers start the slow way: %s", reason[:2000])
+            _failures.append(f"disabled: {reason[:2000]}")
         self.close()
 
     def close(self) -> None:
@@ -373,6 +377,11 @@ def shared_launcher(env: Mapping[str, str], preload: str | None = None) -> Zygot
         if launcher is None:
             launcher = _shared[key] = ZygoteLauncher(env, preload)
         return launcher
+
+
+def zygote_failures() -> list[str]:
+    """Why zygotes of this process could not serve, oldest first (empty: every one served)."""
+    return list(_failures)
 
 
 def close_shared_launchers() -> None:

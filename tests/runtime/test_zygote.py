@@ -116,7 +116,8 @@ def test_a_disabled_zygote_starts_processes_the_slow_way(tmp_path):
     try:
         forked = _run(own, "ppid", tmp_path)
         assert forked.ok and int(forked.stdout) == own._proc.pid
-        own.disable("test")
+        own.disable("disabled by the test")
+        assert zygote.zygote_failures()[-1] == "disabled: disabled by the test"
         slow = _run(own, "ppid", tmp_path)
         assert slow.ok and int(slow.stdout) == os.getpid()
         assert own._proc is None and own._broken
@@ -133,6 +134,7 @@ def test_a_zygote_whose_preload_initialised_cuda_refuses_to_serve(tmp_path):
     assert refused._broken
     refused._log.seek(0)
     assert b"initialised CUDA" in refused._log.read()
+    assert "initialised CUDA" in zygote.zygote_failures()[-1]
 
 
 class _FakeDriver:
