@@ -78,31 +78,11 @@ def _open_gate(req: dict, rep: _Reporter):
 
 
 @contextlib.contextmanager
-def _off_device(rep: _Reporter, stage: str):
-    """Run a block of host-only work in `stage` without holding the gate (see DeviceGate.outside).
+def _gate_hold(rep: _Reporter, stage: str, hold):
+    """Run the block in `stage` under another hold of the gate, `hold(_GATE)`; then back.
 
-    Taking the shared hold back afterwards is a wait in stage "gate".
-    """
-    if _GATE is None:
-        rep.enter(stage)
-        yield
-        return
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(_GATE.outside())
-        rep.enter(stage)
-        try:
-            yield
-        finally:
-            rep.enter("gate")
-    rep.enter(stage)
-
-
-@contextlib.contextmanager
-def _alone(rep: _Reporter, stage: str):
-    """Hold the device alone (waiting in stage "gate"), then run the block in `stage`.
-
-    Every wait for the gate, including rejoining the shared hold afterwards (another timer may
-    be queued by then), is in stage "gate", where the parent stops the worker's clock.
+    Every wait for the gate, including retaking the previous hold afterwards (another timer
+    may be queued by then), is in stage "gate", where the parent stops the worker's clock.
     """
     if _GATE is None:
         rep.enter(stage)
@@ -110,7 +90,7 @@ def _alone(rep: _Reporter, stage: str):
         return
     rep.enter("gate")
     try:
-        with _GATE.exclusive():
+        with hold(_GATE):
             rep.enter(stage)
             try:
                 yield
@@ -118,6 +98,16 @@ def _alone(rep: _Reporter, stage: str):
                 rep.enter("gate")
     finally:
         rep.enter(stage)
+
+
+def _alone(rep: _Reporter, stage: str):
+    """Hold the device alone (waiting in stage "gate"), then run the block in `stage`."""
+    return _gate_hold(rep, stage, lambda gate: gate.exclusive())
+
+
+def _off_device(rep: _Reporter, stage: str):
+    """Run a block of host-only work in `stage` without holding the gate (DeviceGate.outside)."""
+    return _gate_hold(rep, stage, lambda gate: gate.outside())
 
 
 def _pin_numerics() -> dict:
@@ -443,8 +433,8 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
                 # On the GPU a timed judgement is always profiled: the candidate's own kernels
                 # must account for the GPU time, and the kernel sum cross-checks the timer.
                 if req.get("profile") or (req.get("timing") and device == "cuda"):
-                    # The profiler's first start in a process (CUPTI) takes seconds of host
-                    # work; it happens after timing (which never runs with CUPTI attached) and
+                    # The profiler's first start in a process is host work (kineto, CUPTI);
+                    # it happens after timing (which never runs with CUPTI attached) and
                     # outside the gate, so other workers' timings go on meanwhile.
                     with _off_device(rep, "profile.warmup"):
                         warm_profiler(device)
@@ -721,8 +711,6 @@ def preload() -> None:
 
     with fallback.FallbackBan(False):
         torch.empty(0)
-    if driver_initialised():
-        raise RuntimeError("an empty CPU tensor under the fallback ban initialised the CUDA driver")
 
 
 def main() -> None:

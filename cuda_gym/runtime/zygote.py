@@ -202,9 +202,7 @@ class ZygoteLauncher:
                 start_new_session=True,
             )
         except OSError as exc:
-            logger.warning("zygote could not start (%s); workers start the slow way", exc)
-            _failures.append(f"could not start: {exc}")
-            self._broken = True
+            self._give_up(f"could not start: {exc}")
             return False
         ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
         line = proc.stdout.readline().decode(errors="replace").strip() if ready else ""
@@ -212,10 +210,7 @@ class ZygoteLauncher:
             _kill_group(proc.pid)
             proc.wait()
             self._log.seek(0)
-            log = self._log.read().decode(errors="replace")[-2000:]
-            logger.warning("zygote failed to start; workers start the slow way:\n%s", log)
-            _failures.append(f"failed to start: {log}")
-            self._broken = True
+            self._give_up("failed to start:\n" + self._log.read().decode(errors="replace")[-2000:])
             return False
         self._proc = proc
         self._pids.clear()
@@ -240,14 +235,17 @@ class ZygoteLauncher:
                 self._proc = None
             self._cond.notify_all()
 
+    def _give_up(self, why: str) -> None:
+        """Serve no more (lock held): log and record why; `run` then starts processes afresh."""
+        if not self._broken:
+            self._broken = True
+            logger.warning("zygote %s; workers start the slow way", why)
+            _failures.append(why)
+
     def disable(self, reason: str) -> None:
         """Stop the zygote for good: from now on `run` starts every process the slow way."""
         with self._lock:
-            already = self._broken
-            self._broken = True
-        if not already:
-            logger.warning("zygote disabled, workers start the slow way: %s", reason[:2000])
-            _failures.append(f"disabled: {reason[:2000]}")
+            self._give_up(f"disabled: {reason[:2000]}")
         self.close()
 
     def close(self) -> None:
