@@ -80,6 +80,11 @@ def parse_args(argv: list[str] | None = None) -> HarnessConfig:
         help="measure baselines, not taking those in benchmarks/kernelbench/baselines/",
     )
     judge.add_argument("--cache-dir", default=None, help="default: $CUDA_GYM_CACHE")
+    judge.add_argument(
+        "--fast-worker-start",
+        action="store_true",
+        help="fork judge workers from a warm process (JudgeConfig.fast_worker_start)",
+    )
     run_group = p.add_argument_group("execution")
     run_group.add_argument("--workers", type=int, default=d["workers"].default)
     run_group.add_argument(
@@ -126,6 +131,7 @@ def parse_args(argv: list[str] | None = None) -> HarnessConfig:
         shipped_baselines=not a.no_shipped_baselines,
         cache_dir=a.cache_dir,
         run_timeout_s=a.run_timeout_s,
+        fast_worker_start=a.fast_worker_start,
         seed=a.seed,
         max_wall_s=a.max_wall_s,
         plots=not a.no_plots,

@@ -81,6 +81,9 @@ class HarnessConfig:
             match).
         cache_dir: Judge build/baseline cache (None: $CUDA_GYM_CACHE or ~/.cache/cuda_gym).
         run_timeout_s: Limit for one judge child process.
+        fast_worker_start: Fork judge workers from a warm process (JudgeConfig's field of that
+            name). It changes how fast problems run, not their results, so a resumed run may
+            switch it.
         seed: Seed of every episode's reset.
         max_wall_s: Stop starting problems after this many seconds (jobs in flight finish);
             the report is written and marked incomplete; run again to resume. None: no limit.
@@ -119,6 +122,7 @@ class HarnessConfig:
     shipped_baselines: bool = True
     cache_dir: Path | None = None
     run_timeout_s: float = 300.0
+    fast_worker_start: bool = False
     seed: int = 0
     max_wall_s: float | None = None
     plots: bool = True
@@ -188,6 +192,7 @@ class HarnessConfig:
             run_timeout_s=self.run_timeout_s,
             baselines=tuple(self.baselines),
             cache_dir=self.cache_dir,
+            fast_worker_start=self.fast_worker_start,
         )
 
     @property

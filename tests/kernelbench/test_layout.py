@@ -94,3 +94,11 @@ def test_config_needs_exactly_one_solver(kb, tmp_path):
     cfg = parse_args([*base, "--agent", "openai", "--model", "m", "--levels", "1,2"])
     assert cfg.levels == (1, 2) and cfg.kind == "agent"
     assert cfg.judge_config().timed_runs == 100
+    assert not cfg.judge_config().fast_worker_start
+
+
+def test_fast_worker_start_reaches_the_judge_and_does_not_block_a_resume(kb, tmp_path):
+    base = ["--kernelbench-dir", str(kb), "--out", str(tmp_path / "o"), "--reference-as-solution"]
+    slow, fast = parse_args(base), parse_args([*base, "--fast-worker-start"])
+    assert fast.judge_config().fast_worker_start and not slow.judge_config().fast_worker_start
+    assert fast.fingerprint() == slow.fingerprint()
