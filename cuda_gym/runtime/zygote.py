@@ -6,7 +6,8 @@ this once: it imports those modules (never touching the GPU: no CUDA context exi
 then forks one process per request. Each forked worker is a fresh process as far as the
 candidate can tell: its own session and process group, its own working directory, environment
 and standard streams, nothing shared with the judge but copy-on-write pages of imported code.
-CUDA is initialised in the forked child, never in the zygote, so forking is safe.
+CUDA is initialised in the forked child, never in the zygote, so forking is safe; NVML, which
+PyTorch may initialise without CUDA, is shut down in the zygote before it forks.
 
 `ZygoteLauncher.run` has the contract of `run_process` (timeouts kill the whole process group,
 output is bounded, a ProcessResult is returned) and falls back to `run_process` whenever the
@@ -74,6 +75,27 @@ def driver_initialised() -> bool:
     return lib.cuCtxGetCurrent(ctypes.byref(context)) == 0
 
 
+def shut_nvml_down() -> int:
+    """Undo every NVML initialisation of this process, without loading NVML; return how many.
+
+    NVML's state does not survive fork(): a child of a process that has NVML initialised cannot
+    initialise it itself. PyTorch initialises NVML to count devices without starting CUDA (so a
+    preload may well have), and asserts on it when it reports an out-of-memory error, so such a
+    child turns every out-of-memory error into an internal assertion. NVML counts its
+    initialisations; each nvmlShutdown undoes one and the last frees its state.
+    """
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libnvidia-ml.so.1", mode=os.RTLD_NOLOAD)
+    except OSError:
+        return 0
+    undone = 0
+    while undone < 10_000 and lib.nvmlShutdown() == 0:  # NVML_ERROR_UNINITIALIZED (1) at the end
+        undone += 1
+    return undone
+
+
 def _serve(preload: str | None) -> None:
     """Zygote main loop: fork a worker per request line, report pids and exit codes."""
     if preload:
@@ -84,6 +106,9 @@ def _serve(preload: str | None) -> None:
         # its workers the slow way (this message reaches its log).
         sys.stderr.write(f"zygote refuses to serve: the preload {preload!r} initialised CUDA\n")
         sys.exit(3)
+    undone = shut_nvml_down()
+    if undone:
+        sys.stderr.write(f"zygote: shut NVML down ({undone} initialisation(s) by the preload)\n")
     out = sys.stdout
     out.write(READY + "\n")
     out.flush()

@@ -161,6 +161,34 @@ def test_driver_initialised_asks_the_loaded_driver_only(monkeypatch, loaded, cod
     assert zygote.driver_initialised() is expected
 
 
+class _FakeNvml:
+    def __init__(self, initialisations):
+        self.count = initialisations
+
+    def nvmlShutdown(self):  # noqa: N802 - NVML's name
+        if self.count == 0:
+            return 1  # NVML_ERROR_UNINITIALIZED
+        self.count -= 1
+        return 0
+
+
+@pytest.mark.parametrize(("loaded", "initialisations"), [(False, 0), (True, 0), (True, 3)])
+def test_shut_nvml_down_undoes_every_initialisation(monkeypatch, loaded, initialisations):
+    import ctypes
+
+    nvml = _FakeNvml(initialisations)
+
+    def cdll(name, mode=0):
+        assert name == "libnvidia-ml.so.1" and mode & os.RTLD_NOLOAD  # never loads NVML
+        if not loaded:
+            raise OSError("not loaded")
+        return nvml
+
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    assert zygote.shut_nvml_down() == initialisations
+    assert nvml.count == 0
+
+
 def test_driver_initialised_is_false_in_a_process_without_cuda():
     assert zygote.driver_initialised() is False
 

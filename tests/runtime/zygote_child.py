@@ -30,3 +30,18 @@ elif action == "torch":
     print(float((torch.arange(1000.0) * 2).sum()))
 elif action == "ppid":
     print(os.getppid())
+elif action == "cuda_nvml_oom":
+    # In a child forked from the zygote: CUDA starts, NVML initialises, and an allocation far
+    # beyond the device is PyTorch's OutOfMemoryError (whose message PyTorch builds with NVML).
+    import ctypes
+
+    import torch
+
+    torch.ones(1, device="cuda")
+    nvml_rc = ctypes.CDLL("libnvidia-ml.so.1").nvmlInit_v2()
+    try:
+        torch.empty(1 << 50, dtype=torch.uint8, device="cuda")
+        outcome = "allocated"
+    except Exception as exc:  # the type is the result
+        outcome = type(exc).__name__
+    print(os.getppid(), nvml_rc, outcome)

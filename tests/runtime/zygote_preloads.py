@@ -20,3 +20,14 @@ def break_device_identity() -> None:
         raise RuntimeError("CUDA driver initialization failed (simulated: forked after cuInit)")
 
     device_gate.device_identity = failing
+
+
+def worker_preload_and_nvml() -> None:
+    """The judge worker's preload, then NVML initialised twice (as PyTorch's device count does)."""
+    import ctypes
+
+    from cuda_gym.judge.worker import preload
+
+    preload()
+    nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    assert nvml.nvmlInit_v2() == 0 and nvml.nvmlInit_v2() == 0
