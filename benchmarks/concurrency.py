@@ -24,17 +24,9 @@ from pathlib import Path
 import gymnasium as gym
 
 import cuda_gym  # noqa: F401  (registers CudaKernel-v0)
-from cuda_gym.demo import CPU_KERNEL, CUDA_BINDING, CUDA_KERNEL, DEMO_TASK, MODEL_NEW
+from benchmarks.scripted_solutions import scripted_solution
+from cuda_gym.demo import DEMO_TASK
 from cuda_gym.judge.device import device_info, resolve_device
-
-
-def solution_files(device: str) -> dict[str, str]:
-    """The demo's correct solution for the device."""
-    if device == "cuda":
-        kernels = {"kernels/gated.cu": CUDA_KERNEL, "kernels/binding.cpp": CUDA_BINDING}
-    else:
-        kernels = {"kernels/gated.cpp": CPU_KERNEL}
-    return kernels | {"model_new.py": MODEL_NEW}
 
 
 def play_one(device: str, env_kwargs: dict) -> dict:
@@ -44,7 +36,7 @@ def play_one(device: str, env_kwargs: dict) -> dict:
         env.reset(seed=0)
         writes = [
             {"name": "write_file", "arguments": {"path": p, "content": c}}
-            for p, c in solution_files(device).items()
+            for p, c in scripted_solution(DEMO_TASK, device).items()
         ]
         env.step(writes)
         _, reward, _, _, info = env.step({"name": "submit", "arguments": {}})

@@ -1,13 +1,14 @@
 """End-to-end step latency of `compile`, `run` and `profile` through the env, caches warm.
 
-For each task (default: the demo task, eager ~2.1 ms on an H200) one warm-up episode writes
-the demo solution, then steps compile, run, profile and submit, which builds the kernel and
-times the baselines. Then --repeats further episodes, each in a fresh env, play the same steps;
-every env.step is timed wall-clock. The target: `run` + `profile` of a task whose eager time
-is ~1-10 ms, baselines cached, within 5 s end to end (median over the episodes). The judge's
-stage times come from the submit step's `info["verdict"]["stage_times_s"]`: the run and
-profile steps' info carries the verdict's times and results but not its stage times.
---tasks takes the tasks that have a scripted solution (cuda_gym.demo.SCRIPTED_TASKS).
+For each task (default: the demo task, eager ~2.1 ms on an H200; also `weighted_row_sum`, eager
+~1.1 ms with 64 KiB of outputs to the demo's 1 GiB) one warm-up episode writes a correct solution
+(benchmarks/scripted_solutions.py), then steps compile, run, profile and submit, which builds the
+kernel and times the baselines. Then --repeats further episodes, each in a fresh env, play the same
+steps; every env.step is timed wall-clock. The target: `run` + `profile` of a task whose eager time
+is ~1-10 ms, baselines cached, within 5 s end to end (median over the episodes). The judge's stage
+times come from the submit step's `info["verdict"]["stage_times_s"]`: the run and profile steps'
+info carries the verdict's times and results but not its stage times.
+--tasks takes the tasks that have a scripted solution (scripted_solutions.SOLVED_TASKS).
 
     python -m benchmarks.step_latency --device cuda --repeats 5 \
         --out benchmarks/results/step_latency_h200.json
@@ -28,8 +29,8 @@ import gymnasium as gym
 import torch
 
 import cuda_gym  # noqa: F401  (registers CudaKernel-v0)
-from benchmarks.concurrency import solution_files
-from cuda_gym.demo import DEMO_TASK, SCRIPTED_TASKS
+from benchmarks.scripted_solutions import SOLVED_TASKS, scripted_solution
+from cuda_gym.demo import DEMO_TASK
 from cuda_gym.judge import JudgeConfig
 from cuda_gym.judge.device import device_info, resolve_device
 from cuda_gym.runtime.zygote import zygote_failures
@@ -44,7 +45,9 @@ def call(name: str, **arguments) -> dict:
 
 def play_episode(device: str, task_id: str, fast_worker_start: bool = False) -> dict:
     """One episode in a fresh env: write the solution, compile, run, profile, submit."""
-    writes = [call("write_file", path=p, content=c) for p, c in solution_files(device).items()]
+    writes = [
+        call("write_file", path=p, content=c) for p, c in scripted_solution(task_id, device).items()
+    ]
     actions = [writes, call("compile"), call("run"), call("profile"), call("submit")]
     judge = JudgeConfig(device=device, fast_worker_start=fast_worker_start)
     env = gym.make("CudaKernel-v0", device=device, task=task_id, judge=judge)
@@ -122,7 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
     """Measure every task, print a summary and write the JSON report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
-    parser.add_argument("--tasks", nargs="+", default=[DEMO_TASK], choices=SCRIPTED_TASKS)
+    parser.add_argument("--tasks", nargs="+", default=[DEMO_TASK], choices=SOLVED_TASKS)
     parser.add_argument("--repeats", type=int, default=5, help="episodes after the warm-up")
     parser.add_argument(
         "--fast-worker-start",

@@ -4,13 +4,15 @@ import json
 
 import pytest
 
+from benchmarks.scripted_solutions import SOLVED_TASKS
 from benchmarks.step_latency import STEPS, main
 
 
 @pytest.mark.slow
-def test_step_latency_report(tmp_path):
+@pytest.mark.parametrize("task_id", SOLVED_TASKS)
+def test_step_latency_report(tmp_path, task_id):
     out = tmp_path / "step_latency.json"
-    returned = main(["--device", "cpu", "--repeats", "1", "--out", str(out)])
+    returned = main(["--device", "cpu", "--tasks", task_id, "--repeats", "1", "--out", str(out)])
     report = json.loads(out.read_text())
     assert report == json.loads(json.dumps(returned))
     assert report["device"]["device"] == "cpu" and report["repeats"] == 1
@@ -18,6 +20,7 @@ def test_step_latency_report(tmp_path):
     assert isinstance(report["zygote_failures"], list)
     assert isinstance(report["meets_target"], bool)
     (result,) = report["results"].values()
+    assert report["tasks"] == [task_id]
     assert result["all_correct"] and result["all_compiles_cached"]
     (episode,) = result["episodes"]
     assert set(episode["step_s"]) == set(STEPS)
