@@ -16,6 +16,7 @@ import argparse
 import json
 import platform
 import statistics
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +27,9 @@ import gymnasium as gym
 import cuda_gym  # noqa: F401  (registers CudaKernel-v0)
 from benchmarks.scripted_solutions import scripted_solution
 from cuda_gym.demo import DEMO_TASK
+from cuda_gym.judge import JudgeConfig
 from cuda_gym.judge.device import device_info, resolve_device
+from cuda_gym.runtime.zygote import zygote_failures
 
 
 def play_one(device: str, env_kwargs: dict) -> dict:
@@ -109,29 +112,41 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--solutions", type=int, default=32, help="submits judged per level")
     parser.add_argument("--timed-slots", type=int, default=None)
     parser.add_argument("--untimed-slots", type=int, default=None)
+    parser.add_argument(
+        "--fast-worker-start",
+        action="store_true",
+        help="fork judge workers from a warm process (JudgeConfig.fast_worker_start)",
+    )
     parser.add_argument("--out", default="benchmarks/results/concurrency.json")
     args = parser.parse_args(argv)
     device = resolve_device(args.device)
-    env_kwargs = {
+    slots = {
         "timed_judge_slots": args.timed_slots,
         "untimed_judge_slots": args.untimed_slots,
     }
+    env_kwargs = dict(slots)
+    if args.fast_worker_start:
+        env_kwargs["judge"] = JudgeConfig(device=device, fast_worker_start=True)
     start = time.monotonic()
     warm = play_one(device, env_kwargs)  # builds the kernel and times the baselines once
     report = {
         "benchmark": "concurrency",
+        "command": " ".join(["python -m benchmarks.concurrency", *(argv or sys.argv[1:])]),
         "device": device_info(device).to_dict(),
         "host": platform.node(),
         "task": DEMO_TASK,
         "warmup_s": round(time.monotonic() - start, 2),
         "warmup_reward": warm["reward"],
-        "slots": env_kwargs,
+        "slots": slots,
+        "fast_worker_start": args.fast_worker_start,
         "levels": [],
     }
     for level in args.levels:
         result = run_level(device, level, max(args.solutions, level), env_kwargs)
         print(json.dumps(result))
         report["levels"].append(result)
+    # Whether forked workers really served (a zygote that cannot falls back to fresh ones).
+    report["zygote_failures"] = zygote_failures()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out}")
