@@ -77,7 +77,7 @@ def run_problem(job: ProblemJob) -> dict:
         record.update(status="error", correct=False, error=f"{type(exc).__name__}: {exc}")
     # One worker per GPU (or one in all) is alone on its device already.
     alone = job.alone or cfg.workers <= max(1, len(cfg.gpus or ()))
-    if cfg.kind != "agent" and is_out_of_memory(record.get("error") or ""):
+    if cfg.kind != "agent" and _short_of_memory(record.get("error") or ""):
         # Other problems' processes hold device memory even while this one has the device's
         # gate to itself, so the judge's own rerun alone is not enough: the run judges the
         # problem again at its end, with nothing else on the GPU. An agent's out-of-memory
@@ -91,6 +91,17 @@ def run_problem(job: ProblemJob) -> dict:
     record["wall_s"] = round(time.monotonic() - start, 3)
     write_record(cfg.out, problem, record)
     return record
+
+
+# A judge process killed by SIGKILL that the judge did not kill (its own kills are reported as
+# timeouts) was most likely taken by the kernel's out-of-memory killer while other problems'
+# processes held the host's memory (KernelBench's largest level-1 inputs are 6 GiB each).
+KILLED = "killed by SIGKILL"
+
+
+def _short_of_memory(error: str) -> bool:
+    """Whether a problem's error may come from sharing the machine: rerun it alone."""
+    return is_out_of_memory(error) or KILLED in error
 
 
 def _judge_solution(problem: Problem, task: Task, cfg: HarnessConfig, record: dict) -> None:

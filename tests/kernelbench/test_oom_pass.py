@@ -1,10 +1,13 @@
 """Problems that run out of memory beside others are judged again, alone, at the end of a run.
 
 The problem's reference raises an out-of-memory error on its first calls (counted in a file),
-as a big KernelBench problem does when other problems' processes hold the GPU's memory.
+as a big KernelBench problem does when other problems' processes hold the GPU's memory; or its
+process is killed by SIGKILL, as the kernel's out-of-memory killer does when they hold the
+host's memory.
 """
 
 import json
+import signal
 
 import pytest
 
@@ -25,7 +28,7 @@ class Model(nn.Module):
         n = int(open(COUNT).read()) if os.path.exists(COUNT) else 0
         if n < {failures}:
             open(COUNT, "w").write(str(n + 1))
-            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (test)")
+            {fail}
         return torch.relu(x)
 
 
@@ -39,11 +42,15 @@ def get_init_inputs():
 )
 
 
-def run_harness(tmp_path, failures):
+OOM = 'raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (test)")'
+KILLED = f"os.kill(os.getpid(), {int(signal.SIGKILL)})"
+
+
+def run_harness(tmp_path, failures, fail=OOM):
     count = tmp_path / "calls"
     kb = write_tree(
         tmp_path / "kb" / "KernelBench",
-        {"level1/1_BigReLU.py": PROBLEM.format(count=str(count), failures=failures)},
+        {"level1/1_BigReLU.py": PROBLEM.format(count=str(count), failures=failures, fail=fail)},
     )
     out = tmp_path / "out"
     argv = ["--kernelbench-dir", str(kb), "--levels", "1", "--out", str(out), *JUDGE_FLAGS]
@@ -67,3 +74,10 @@ def test_out_of_memory_alone_too_is_final(tmp_path):
     assert record["status"] == "error" and "out of memory" in record["error"]
     assert {"judged_alone", "out_of_memory_alone"} <= set(record["flags"])
     assert status != 0
+
+
+def test_a_process_killed_beside_others_is_judged_again_alone(tmp_path):
+    status, record = run_harness(tmp_path, failures=1, fail=KILLED)
+    assert status == 0
+    assert record["status"] == "done" and record["correct"], record.get("error")
+    assert "judged_alone" in record["flags"]
