@@ -192,7 +192,8 @@ class HarnessConfig:
             run_timeout_s=self.run_timeout_s,
             baselines=tuple(self.baselines),
             cache_dir=self.cache_dir,
-            fast_worker_start=self.fast_worker_start,
+            # Off here leaves JudgeConfig's default ($CUDA_GYM_FAST_WORKER_START).
+            **({"fast_worker_start": True} if self.fast_worker_start else {}),
         )
 
     @property

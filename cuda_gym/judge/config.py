@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuda_gym.errors import ConfigError
@@ -17,6 +17,23 @@ def default_cache_dir() -> Path:
     """The build and baseline cache: $CUDA_GYM_CACHE, else ~/.cache/cuda_gym."""
     env = os.environ.get("CUDA_GYM_CACHE")
     return Path(env) if env else Path.home() / ".cache" / "cuda_gym"
+
+
+FAST_WORKER_START_ENV = "CUDA_GYM_FAST_WORKER_START"
+
+
+def fast_worker_start_default() -> bool:
+    """JudgeConfig.fast_worker_start's default: $CUDA_GYM_FAST_WORKER_START (1/0), else off.
+
+    The variable turns forked workers on for everything that does not set the field itself
+    (the CLI, the env, the test suites: `CUDA_GYM_FAST_WORKER_START=1 python -m pytest -m gpu`).
+    """
+    value = os.environ.get(FAST_WORKER_START_ENV, "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise ConfigError(f"${FAST_WORKER_START_ENV} must be 1 or 0, got {value!r}")
 
 
 # The candidate's own kernels must account for at least this share of the profiled GPU time
@@ -49,8 +66,9 @@ class JudgeConfig:
         cxx_flags: Extra C++ compiler flags for kernels/*.cpp.
         fast_worker_start: Fork candidate and reference workers from a warm process that has
             already imported torch (cuda_gym.runtime.zygote) instead of starting Python afresh;
-            each worker is still its own process, session and process group. Off by default
-            until an intermittent false rejection seen on the CPU device is understood.
+            each worker is still its own process, session and process group. Default:
+            $CUDA_GYM_FAST_WORKER_START, else off (the whole GPU suite has not yet run with it
+            on; an intermittent false rejection once seen on the CPU has not come back).
         device_gate: Workers take their device's gate (cuda_gym.runtime.device_gate): they
             time and profile only while no other judge worker on the machine uses the device,
             so judgements of several processes can share a GPU. Waiting there does not count
@@ -79,7 +97,7 @@ class JudgeConfig:
     cache_dir: Path | None = None
     cuda_flags: tuple[str, ...] = ("-O3",)
     cxx_flags: tuple[str, ...] = ("-O3",)
-    fast_worker_start: bool = False
+    fast_worker_start: bool = field(default_factory=fast_worker_start_default)
     device_gate: bool = True
     gate_wait_max_s: float = 600.0
     precompiled_header: bool | None = None

@@ -6,6 +6,7 @@ from benchmarks.kernelbench.__main__ import parse_args
 from benchmarks.kernelbench.problems import discover_problems
 from benchmarks.kernelbench.solutions import find_solution, solution_files, unique_extension_names
 from cuda_gym.errors import ConfigError
+from cuda_gym.judge.config import FAST_WORKER_START_ENV
 from tests.kernelbench.tiny_kernelbench import (
     RELU_LOAD_INLINE,
     SOLUTIONS,
@@ -94,11 +95,13 @@ def test_config_needs_exactly_one_solver(kb, tmp_path):
     cfg = parse_args([*base, "--agent", "openai", "--model", "m", "--levels", "1,2"])
     assert cfg.levels == (1, 2) and cfg.kind == "agent"
     assert cfg.judge_config().timed_runs == 100
-    assert not cfg.judge_config().fast_worker_start
 
 
-def test_fast_worker_start_reaches_the_judge_and_does_not_block_a_resume(kb, tmp_path):
+def test_fast_worker_start_reaches_the_judge_and_does_not_block_a_resume(kb, tmp_path, monkeypatch):
+    monkeypatch.delenv(FAST_WORKER_START_ENV, raising=False)
     base = ["--kernelbench-dir", str(kb), "--out", str(tmp_path / "o"), "--reference-as-solution"]
     slow, fast = parse_args(base), parse_args([*base, "--fast-worker-start"])
     assert fast.judge_config().fast_worker_start and not slow.judge_config().fast_worker_start
     assert fast.fingerprint() == slow.fingerprint()
+    monkeypatch.setenv(FAST_WORKER_START_ENV, "1")  # the judge's default, left alone by the flag
+    assert slow.judge_config().fast_worker_start
