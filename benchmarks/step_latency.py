@@ -134,6 +134,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
+    failures_before = len(zygote_failures())  # this run's only (the list is per process)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     device = resolve_device(args.device)
@@ -179,7 +180,7 @@ def main(argv: list[str] | None = None) -> dict:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     # With --fast-worker-start, whether the workers really were forked (a zygote that cannot
     # serve falls back to starting them afresh, which these figures would then measure).
-    report["zygote_failures"] = zygote_failures()
+    report["zygote_failures"] = zygote_failures()[failures_before:]
     if args.fast_worker_start and report["zygote_failures"]:
         print("warning: the zygote did not serve (workers started afresh):")
         print("  " + report["zygote_failures"][0][:1500].replace("\n", "\n  "))
