@@ -8,7 +8,7 @@ from pathlib import Path
 from cuda_gym.agents.openai_chat import TOOL_MODES
 from cuda_gym.errors import ConfigError
 from cuda_gym.judge import JudgeConfig
-from cuda_gym.judge.config import MODES
+from cuda_gym.judge.config import MODES, fast_worker_start_default
 
 AGENTS = ("openai", "scripted", "replay")
 HARNESS_VERSION = "kernelbench-harness-1"
@@ -193,7 +193,7 @@ class HarnessConfig:
             baselines=tuple(self.baselines),
             cache_dir=self.cache_dir,
             # Off here leaves JudgeConfig's default ($CUDA_GYM_FAST_WORKER_START).
-            **({"fast_worker_start": True} if self.fast_worker_start else {}),
+            fast_worker_start=self.fast_worker_start or fast_worker_start_default(),
         )
 
     @property
