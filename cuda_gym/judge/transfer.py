@@ -9,6 +9,10 @@ worker copies every output tensor straight into it and pickles only a small inde
 worker reads the tensors back from the same file. A file is reused by later evaluations, so its
 pages are faulted in once.
 
+Both workers register the arena's pages with the CUDA driver while they copy (cuda_gym.judge
+.pinning): copies between the GPU and page-locked memory run at the bus's rate, those from
+pageable memory at a few GiB/s.
+
 Where an arena cannot hold the outputs (no room), the tensors go into the index file itself.
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import mmap
 import os
 import secrets
 import shutil
@@ -23,6 +28,8 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+
+from cuda_gym.judge.pinning import registered
 
 ARENA_PREFIX = "cuda_gym_arena_"
 ALIGN = 256
@@ -150,6 +157,14 @@ def _aligned(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
+def _page_up(n: int) -> int:
+    return (n + mmap.PAGESIZE - 1) // mmap.PAGESIZE * mmap.PAGESIZE
+
+
+def _page_down(n: int) -> int:
+    return n // mmap.PAGESIZE * mmap.PAGESIZE
+
+
 class OutputWriter:
     """Puts the candidate's output tensors into the arena (or host memory) for the reference.
 
@@ -162,6 +177,7 @@ class OutputWriter:
         self.offset = 0
         self.arena_bytes = 0
         self.host_bytes = 0
+        self.pinned_bytes = 0  # of arena_bytes, those copied through registered pages
 
     def put(self, tree):
         """`tree` with every tensor replaced by an arena entry, or else by a host copy."""
@@ -172,7 +188,9 @@ class OutputWriter:
         needed = sum(_aligned(t.numel() * t.element_size()) for t in tensors)
         end = self.offset + needed
         if self.arena_path and tensors and _reserve(self.arena_path, end):
-            buf = torch.from_file(self.arena_path, shared=True, size=end, dtype=torch.uint8)
+            # The whole file (its size is whole pages), so the pages written can be registered.
+            size = os.path.getsize(self.arena_path)
+            buf = torch.from_file(self.arena_path, shared=True, size=size, dtype=torch.uint8)
 
             def place(x):
                 if type(x) is not torch.Tensor:
@@ -186,7 +204,11 @@ class OutputWriter:
                 self.offset += _aligned(nbytes)
                 return entry
 
-            placed = _walk(tree, place)
+            on_gpu = any(t.device.type == "cuda" for t in tensors)
+            pages = buf[_page_down(self.offset) : min(size, _page_up(end))]
+            with registered(pages) if on_gpu else contextlib.nullcontext(False) as pinned:
+                self.pinned_bytes += needed if pinned else 0
+                placed = _walk(tree, place)
             self.arena_bytes += needed
             return placed
         self.host_bytes += needed
@@ -217,8 +239,9 @@ def _reserve(arena_path: str, needed: int) -> bool:
         keep = max(ROOM_MIN_BYTES, ROOM_SHARE * stats.f_blocks * stats.f_frsize)
         if needed > limit or (needed - size) + keep > stats.f_bavail * stats.f_frsize:
             return False
-        # Allocate now: a tmpfs that fills up later would kill the writer with SIGBUS.
-        os.posix_fallocate(fd, 0, needed)
+        # Allocate now: a tmpfs that fills up later would kill the writer with SIGBUS. Whole
+        # pages, so that every page written can be registered with the CUDA driver.
+        os.posix_fallocate(fd, 0, _page_up(needed))
         return True
     except OSError:
         return False
@@ -226,12 +249,18 @@ def _reserve(arena_path: str, needed: int) -> bool:
         os.close(fd)
 
 
-def load_outputs(index_path: str, arena_path: str | None, device: str | None):
+def load_outputs(
+    index_path: str,
+    arena_path: str | None,
+    device: str | None,
+    hold: contextlib.ExitStack | None = None,
+):
     """The tree `OutputWriter.save` wrote, its tensors on `device` (always private copies).
 
     With `device` None, arena tensors stay views of the arena and others stay on the host:
     `to_device` then copies one part at a time (outputs of many GiB need not all be on the
-    device at once).
+    device at once). With `hold` (a CUDA context current), the arena's pages those views use
+    stay registered with the CUDA driver until `hold` closes, for fast `to_device` copies.
 
     Raises:
         ValueError: The index or the arena does not hold what the index says (the candidate's
@@ -244,8 +273,10 @@ def load_outputs(index_path: str, arena_path: str | None, device: str | None):
         raise ValueError("unexpected layout")
     size = os.path.getsize(arena_path) if arena_path and os.path.exists(arena_path) else 0
     buf = torch.from_file(arena_path, shared=True, size=size, dtype=torch.uint8) if size else None
+    used = 0
 
     def take(x):
+        nonlocal used
         if not (isinstance(x, dict) and MARKER in x):
             return x
         dtype = getattr(torch, str(x.get("dtype")).removeprefix("torch."), None)
@@ -264,9 +295,13 @@ def load_outputs(index_path: str, arena_path: str | None, device: str | None):
         if buf is None or offset + nbytes > size:
             raise ValueError("an arena entry lies outside the arena")
         view = buf[offset : offset + nbytes].view(dtype).view(shape)
+        used = max(used, offset + nbytes)
         return view if device is None else view.to(device, copy=True)
 
-    return _walk(saved["tree"], take)
+    tree = _walk(saved["tree"], take)
+    if hold is not None and device is None and used:
+        hold.enter_context(registered(buf[: min(size, _page_up(used))]))
+    return tree
 
 
 def to_device(tree, device: str):

@@ -581,13 +581,19 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
     mode = req["mode"]
     task, _, model, numerics = _setup(req, rep)
     result: dict = {"ok": True, "numerics": numerics, "torch_version": torch.__version__}
-    with torch.no_grad():
+    # On a GPU the arena's pages stay registered with the driver until the comparison ends.
+    with torch.no_grad(), contextlib.ExitStack() as hold:
         if req.get("candidate_outputs_path"):
             rep.enter("compare")
             try:
                 # The file stays until the judgement ends: a retried reference reads it again.
                 # Left in the arena (host) and copied to the device one trial at a time.
-                cand = load_outputs(req["candidate_outputs_path"], req.get("arena_path"), None)
+                cand = load_outputs(
+                    req["candidate_outputs_path"],
+                    req.get("arena_path"),
+                    None,
+                    hold if device == "cuda" else None,
+                )
                 if not isinstance(cand, dict) or not isinstance(cand.get("trials"), list):
                     raise TypeError("unexpected layout")
             except Exception as exc:  # the candidate wrote that file: its content is untrusted

@@ -101,7 +101,7 @@ def test_an_arena_is_reused_and_grows(tmp_path):
     small = first.stat().st_size
     with pool.lease() as second:
         assert second == first  # lent again, not a new file
-        tree = {"trials": [[torch.randn(1000)]], "repeat": [], "timed": None}
+        tree = {"trials": [[torch.randn(10000)]], "repeat": [], "timed": None}
         _, index = write(tree, tmp_path, second)
         assert second.stat().st_size > small
         assert_same(tree, load_outputs(str(index), str(second), "cpu"))
