@@ -9,7 +9,8 @@ copies through and releases them after.
 Registration uses the driver API (libcuda's cuMemHostRegister), not the runtime's
 cudaHostRegister: a failed driver call leaves no pending runtime error for PyTorch's next launch
 check to report. Registration that fails (no driver, no current context, memory the driver
-refuses) is not an error: the copies then go the pageable way.
+refuses) is not an error: the copies then go the pageable way. Linux pins the pages of a tmpfs
+file such as the arena in /dev/shm, but refuses long-term pins of a disk filesystem's file pages.
 
 CUDA_GYM_PIN_ARENA=0 turns registration off (to measure without it).
 """
