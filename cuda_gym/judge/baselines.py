@@ -39,7 +39,8 @@ def baseline_key(task_hash: str, info: DeviceInfo, config: JudgeConfig) -> str:
 
 def probe_key(task_hash: str, info: DeviceInfo) -> str:
     """Key of a task's probe (usable distributions, fp64 support, trivial answers)."""
-    parts = [task_hash, info.device, info.name, info.torch_version, "probe-v2"]
+    # v3: the speed-of-light bound uses the GPU's nominal bandwidth (cuda_gym.judge.roofline).
+    parts = [task_hash, info.device, info.name, info.torch_version, "probe-v3"]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
 

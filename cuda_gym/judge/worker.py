@@ -278,7 +278,9 @@ def _roofline(model, inputs: list, outputs: list, device: str) -> dict | None:
     }
     if device == "cuda":
         name = _device_name(device)
-        info["bandwidth_bytes_per_s"] = roofline.measure_bandwidth(device)
+        nominal = roofline.peak_bandwidth(name)
+        info["bandwidth_source"] = "nominal" if nominal else "measured"
+        info["bandwidth_bytes_per_s"] = nominal or roofline.measure_bandwidth(device)
         info["peak_flops"] = roofline.peak_flops(name)
         info["sol_ms"] = roofline.speed_of_light_ms(
             info["bytes_moved"], info["flops"], info["bandwidth_bytes_per_s"], info["peak_flops"]

@@ -1,7 +1,13 @@
 import torch
 
 from cuda_gym.judge.judge import _check_timing_integrity, apply_speed_of_light
-from cuda_gym.judge.roofline import count_flops, peak_flops, speed_of_light_ms, tensor_bytes
+from cuda_gym.judge.roofline import (
+    count_flops,
+    peak_bandwidth,
+    peak_flops,
+    speed_of_light_ms,
+    tensor_bytes,
+)
 from cuda_gym.judge.timing import Timer, kernel_origin
 from cuda_gym.judge.verdict import Verdict, compute_reward
 
@@ -18,6 +24,23 @@ def test_bound_is_the_slower_of_memory_and_compute():
     assert speed_of_light_ms(0, 67_000_000_000, 4e12, 67e12) == 1.0
     assert speed_of_light_ms(4_000_000, 67_000_000_000, 4e12, None) == 1e-3
     assert peak_flops("NVIDIA H200") == 67e12 and peak_flops("Mystery GPU") is None
+
+
+def test_eager_matrix_vector_product_on_the_h200_is_not_faster_than_light():
+    # level1/4_Matrix_vector_multiplication_: 8 GiB read, PyTorch's eager time 2.31 ms on the
+    # H200. The bound from the nominal 4.8 TB/s (1.79 ms) leaves it unflagged; the bound from
+    # the copy bandwidth measured while other judgements shared the GPU (3.03 ms) flagged it.
+    bytes_moved = 8 * 2**30 + 4 * 2**20
+    flops = 2 * 2**31
+    bound_ms = speed_of_light_ms(
+        bytes_moved, flops, peak_bandwidth("NVIDIA H200"), peak_flops("NVIDIA H200")
+    )
+    assert 1.7 < bound_ms < 1.9
+    v = _timed_verdict(2.31)
+    apply_speed_of_light(v, {"sol_ms": bound_ms})
+    assert "speed_of_light" not in v.flags and v.speedup_vs_eager is not None
+    assert peak_bandwidth("NVIDIA H100 80GB HBM3") == 3.9e12
+    assert peak_bandwidth("Mystery GPU") is None
 
 
 def _timed_verdict(candidate_ms, host_ms=None):
