@@ -48,7 +48,8 @@ def _init_worker(gpu_queue) -> None:
 class ProcessExecutor:
     """A pool of `workers` spawned processes; with `gpus`, worker i sees only GPU gpus[i % n].
 
-    At most `workers` jobs are in flight; an interrupted run loses only the jobs in flight.
+    At most `workers` jobs are in flight; an interrupted run loses only the jobs in flight, and
+    a caller that stops iterating starts no further job.
     """
 
     def __init__(self, workers: int, gpus: tuple[int, ...] | None = None) -> None:
@@ -74,10 +75,12 @@ class ProcessExecutor:
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
+                yield future.result()
+                # The next job starts only when the caller asks for more: a caller that stops
+                # (the harness's --max-wall-s) starts nothing after it stopped.
                 nxt = next(todo, None)
                 if nxt is not None:
                     pending.add(self._pool.submit(fn, nxt))
-                yield future.result()
 
     def close(self) -> None:
         """Stop the workers (jobs in flight are cancelled where possible)."""

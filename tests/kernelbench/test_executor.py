@@ -6,6 +6,13 @@ import time
 from benchmarks.kernelbench.executor import InlineExecutor, ProcessExecutor, make_executor
 
 
+def mark_started(args: tuple[str, int]) -> int:
+    folder, job = args
+    open(os.path.join(folder, f"started_{job}"), "w").close()
+    time.sleep(0.2 * job)
+    return job
+
+
 def visible_gpu(job: int) -> tuple[int, str | None]:
     return job, os.environ.get("CUDA_VISIBLE_DEVICES")
 
@@ -43,3 +50,17 @@ def test_several_workers_per_gpu_are_spread_evenly():
     assert (
         sorted(per_worker.values()).count("5") <= 2 and sorted(per_worker.values()).count("7") <= 2
     )
+
+
+def test_a_caller_that_stops_starts_no_further_job(tmp_path):
+    # The harness stops at its deadline after a result: the jobs then in flight finish, but no
+    # new one starts (the slot freed by that result used to start one more first).
+    ex = ProcessExecutor(2)
+    try:
+        for job in ex.map_unordered(mark_started, [(str(tmp_path), j) for j in range(6)]):
+            assert job == 0
+            time.sleep(0.5)  # the caller's own work on the result (the harness's progress line)
+            break
+    finally:
+        ex.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["started_0", "started_1"]
