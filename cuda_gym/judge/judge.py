@@ -393,6 +393,9 @@ class Judge:
             verdict.flags["gpu_state"] = cand_result["gpu_state"]
         if cand_result.get("numerics"):
             verdict.flags["numerics"] = cand_result["numerics"]
+        transfer = _outputs_transfer(cand_result.get("outputs_transfer"))
+        if transfer:
+            verdict.flags["outputs_transfer"] = transfer
         if timing:
             self._set_speedups(verdict, cand_result.get("timing") or {}, baselines)
             apply_speed_of_light(verdict, probe.get("roofline"))
@@ -561,6 +564,20 @@ def _check_timing_integrity(verdict: Verdict, timing: dict, kernels: dict | None
             )
     if verdict.violations and verdict.correct:
         verdict.error = "Rule violations:\n" + "\n".join(verdict.violations)
+
+
+def _outputs_transfer(report) -> dict | None:
+    """How the candidate's outputs reached the reference, for diagnosis.
+
+    Bytes through the arena, through host copies, and through registered pages; None unless all
+    three are whole numbers (the candidate's process wrote them).
+    """
+    if not isinstance(report, dict):
+        return None
+    keys = ("arena_bytes", "host_bytes", "pinned_bytes")
+    if not all(type(report.get(k)) is int and report[k] >= 0 for k in keys):
+        return None
+    return {k: report[k] for k in keys}
 
 
 def apply_speed_of_light(verdict: Verdict, roofline: dict | None) -> None:

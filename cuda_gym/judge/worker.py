@@ -466,6 +466,11 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
             "weights_not_copied": missing,
             "violations": violations,
             "numerics": numerics,
+            "outputs_transfer": {
+                "arena_bytes": writer.arena_bytes,
+                "host_bytes": writer.host_bytes,
+                "pinned_bytes": writer.pinned_bytes,
+            },
         }
     )
 

@@ -183,3 +183,15 @@ def test_scratch_directories_of_dead_processes_are_removed(tmp_path):
     live.mkdir()
     assert transfer.remove_stale(tmp_path, "cuda_gym_judge_") == 1
     assert not stale.exists() and live.exists()
+
+
+def test_the_transfer_report_in_the_verdict_takes_whole_numbers_only():
+    from cuda_gym.judge.judge import _outputs_transfer
+
+    good = {"arena_bytes": 10, "host_bytes": 0, "pinned_bytes": 10, "extra": "x"}
+    assert _outputs_transfer(good) == {"arena_bytes": 10, "host_bytes": 0, "pinned_bytes": 10}
+    # The candidate's process wrote the report: anything else is dropped.
+    assert _outputs_transfer({"arena_bytes": "10", "host_bytes": 0, "pinned_bytes": 0}) is None
+    assert _outputs_transfer({"arena_bytes": -1, "host_bytes": 0, "pinned_bytes": 0}) is None
+    assert _outputs_transfer({"arena_bytes": True, "host_bytes": 0, "pinned_bytes": 0}) is None
+    assert _outputs_transfer(["arena_bytes"]) is None and _outputs_transfer(None) is None
