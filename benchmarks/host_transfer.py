@@ -17,6 +17,7 @@ driver for the copy (cuda_gym.judge.pinning; the time includes registering and r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -54,16 +55,14 @@ def arena_child(case: str, arena: str, mib: int) -> dict:
     torch.cuda.synchronize()
     start = time.perf_counter()
     buf = torch.from_file(arena, shared=True, size=nbytes, dtype=torch.uint8).view(torch.float32)
-    hold = registered(buf) if case.endswith("registered") else None
-    pinned = hold.__enter__() if hold is not None else False
-    registered_s = time.perf_counter() - start
-    if case.startswith("d2h"):
-        buf.copy_(dev)
-    else:
-        dev.copy_(buf)
-    torch.cuda.synchronize()
-    if hold is not None:
-        hold.__exit__(None, None, None)
+    with contextlib.ExitStack() as hold:
+        pinned = hold.enter_context(registered(buf)) if case.endswith("registered") else False
+        registered_s = time.perf_counter() - start
+        if case.startswith("d2h"):
+            buf.copy_(dev)
+        else:
+            dev.copy_(buf)
+        torch.cuda.synchronize()
     return {"s": time.perf_counter() - start, "register_s": registered_s, "pinned": pinned}
 
 

@@ -55,10 +55,20 @@ def enabled() -> bool:
     return os.environ.get(PIN_ENV, "1").strip() != "0"
 
 
+def page_up(n: int, page: int = mmap.PAGESIZE) -> int:
+    """`n` rounded up to a whole number of pages."""
+    return (n + page - 1) // page * page
+
+
+def page_down(n: int, page: int = mmap.PAGESIZE) -> int:
+    """`n` rounded down to a whole number of pages."""
+    return n // page * page
+
+
 def page_span(address: int, nbytes: int, page: int = mmap.PAGESIZE) -> tuple[int, int]:
     """(start, length) of the whole pages inside [address, address + nbytes); length may be 0."""
-    start = (address + page - 1) // page * page
-    end = (address + nbytes) // page * page
+    start = page_up(address, page)
+    end = page_down(address + nbytes, page)
     return start, max(0, end - start)
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import mmap
 import os
 import secrets
 import shutil
@@ -29,7 +28,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from cuda_gym.judge.pinning import registered
+from cuda_gym.judge.pinning import page_down, page_up, registered
 
 ARENA_PREFIX = "cuda_gym_arena_"
 ALIGN = 256
@@ -160,14 +159,6 @@ def _aligned(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def _page_up(n: int) -> int:
-    return (n + mmap.PAGESIZE - 1) // mmap.PAGESIZE * mmap.PAGESIZE
-
-
-def _page_down(n: int) -> int:
-    return n // mmap.PAGESIZE * mmap.PAGESIZE
-
-
 class OutputWriter:
     """Puts the candidate's output tensors into the arena (or host memory) for the reference.
 
@@ -208,7 +199,7 @@ class OutputWriter:
                 return entry
 
             on_gpu = any(t.device.type == "cuda" for t in tensors)
-            pages = buf[_page_down(self.offset) : min(size, _page_up(end))]
+            pages = buf[page_down(self.offset) : min(size, page_up(end))]
             with registered(pages) if on_gpu else contextlib.nullcontext(False) as pinned:
                 self.pinned_bytes += needed if pinned else 0
                 placed = _walk(tree, place)
@@ -244,7 +235,7 @@ def _reserve(arena_path: str, needed: int) -> bool:
             return False
         # Allocate now: a tmpfs that fills up later would kill the writer with SIGBUS. Whole
         # pages, so that every page written can be registered with the CUDA driver.
-        os.posix_fallocate(fd, 0, _page_up(needed))
+        os.posix_fallocate(fd, 0, page_up(needed))
         return True
     except OSError:
         return False
@@ -303,7 +294,7 @@ def load_outputs(
 
     tree = _walk(saved["tree"], take)
     if hold is not None and device is None and used:
-        hold.enter_context(registered(buf[: min(size, _page_up(used))]))
+        hold.enter_context(registered(buf[: min(size, page_up(used))]))
     return tree
 
 
