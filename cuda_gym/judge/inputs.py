@@ -9,6 +9,8 @@ thread), and the reference would then judge the candidate on other inputs than i
 
 from __future__ import annotations
 
+import hashlib
+
 import torch
 
 # Trial k uses DISTRIBUTIONS[k % len]. Transforms keep each tensor's sign and support.
@@ -63,3 +65,21 @@ def make_inputs(task, seed: int, device: str, distribution: str = "as_is") -> li
     gen = torch.Generator(device=device)
     gen.manual_seed(seed ^ 0x5EED)
     return [_transform(x, distribution, gen) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def forward_seed(seed: int) -> int:
+    """The seed torch's generators get before every forward pass on trial `seed`'s inputs.
+
+    Both judge processes seed the forward pass this way, the candidate's in the correctness
+    trials, the repeat and every timed call, so a stochastic model (training-mode dropout, as in
+    KernelBench's level-2 66_Matmul_Dropout_Softmax) draws the same numbers on the same inputs in
+    each. One-way: a candidate that reads `torch.initial_seed()` in forward learns nothing of the
+    trial seed, which draws the inputs.
+    """
+    digest = hashlib.sha256(b"cuda_gym.forward:%d" % seed).digest()
+    return int.from_bytes(digest[:8], "little") >> 2  # 62 bits, as the trial seeds
+
+
+def seed_forward(fseed: int) -> None:
+    """Seed torch's CPU and CUDA generators with `fseed` (from `forward_seed`)."""
+    torch.manual_seed(fseed)

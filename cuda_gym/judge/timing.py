@@ -125,6 +125,7 @@ class Timer:
         warmup_runs: int,
         timed_runs: int,
         after_call: Callable[[], None] | None = None,
+        before_call: Callable[[int], None] | None = None,
     ) -> tuple[dict, int, object]:
         """Median and spread of `timed_runs` calls after `warmup_runs` identical untimed ones.
 
@@ -137,7 +138,8 @@ class Timer:
         bracketing overhead allows, or when the flush before the call took longer than alone
         (work launched by the call ran beside it), work ran outside the events' stream (a side
         stream): the host figure, plus any flush excess, is the one reported, so such work is
-        counted. `after_call`, if given, runs after every call, outside the measurement.
+        counted. `after_call`, if given, runs after every call, outside the measurement;
+        `before_call(k)`, if given, before every call on `input_sets[k]`, outside it too.
 
         Returns:
             (stats, index of the input set of the last call, output of the last call). stats has
@@ -157,6 +159,8 @@ class Timer:
         warm_until = perf_counter() + self.warmup_min_s
         while k < warmup_runs or perf_counter() < warm_until:
             index = k % len(input_sets)
+            if before_call is not None:
+                before_call(index)
             *_, out = self._timed_call(fn, _clone(input_sets[index]))
             if after_call is not None:
                 after_call()
@@ -164,6 +168,8 @@ class Timer:
         warmup_calls = k
         for _ in range(timed_runs):
             index = k % len(input_sets)
+            if before_call is not None:  # outside the measurement
+                before_call(index)
             dev, host, flush, out = self._timed_call(fn, _clone(input_sets[index]))
             if after_call is not None:  # outside the measurement
                 after_call()

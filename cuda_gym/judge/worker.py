@@ -11,7 +11,9 @@ JSON result to `request["result_path"]` and tensors to `request["outputs_path"]`
   optionally time the eager and torch.compile baselines.
 
 The candidate runs first and never sees reference outputs. Seeds arrive on standard input and
-are dropped before candidate code is imported.
+are dropped before candidate code is imported. Every forward pass on a trial's inputs, in either
+process, starts from that trial's forward seed (`inputs.forward_seed`, derived one way), so a
+stochastic model draws the same random numbers in both.
 """
 
 from __future__ import annotations
@@ -208,7 +210,7 @@ def run_probe(req: dict, rep: _Reporter) -> None:
     import torch
 
     from cuda_gym.judge.compare import MODES, check_outputs_match
-    from cuda_gym.judge.inputs import DISTRIBUTIONS, make_inputs
+    from cuda_gym.judge.inputs import DISTRIBUTIONS, forward_seed, make_inputs, seed_forward
     from cuda_gym.judge.trivial import NAMES, trivial_answer
 
     device = req["device"]
@@ -226,6 +228,7 @@ def run_probe(req: dict, rep: _Reporter) -> None:
             model64, fp64_ok = None, False
         for dist in dict.fromkeys(DISTRIBUTIONS):
             inputs = make_inputs(task, req["seed"], device, dist)
+            seed_forward(forward_seed(req["seed"]))
             out = _as_list(model(*_clone(inputs)))
             finite = all(torch.isfinite(o).all() for o in out if isinstance(o, torch.Tensor))
             if not finite and dist != "as_is":
@@ -235,6 +238,7 @@ def run_probe(req: dict, rep: _Reporter) -> None:
             out64 = None
             if model64 is not None:
                 try:
+                    seed_forward(forward_seed(req["seed"]))
                     out64 = _as_list(model64(*_to_double(inputs)))
                 except Exception:
                     model64, fp64_ok = None, False
@@ -301,7 +305,7 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
     import torch
 
     from cuda_gym.judge.fallback import FallbackBan, NoBan
-    from cuda_gym.judge.inputs import make_inputs
+    from cuda_gym.judge.inputs import forward_seed, make_inputs, seed_forward
     from cuda_gym.judge.output_checks import Fingerprint, output_violations, poison_allocator
     from cuda_gym.judge.timing import Timer, profile_table, warm_profiler
     from cuda_gym.judge.transfer import OutputWriter
@@ -312,8 +316,12 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
     reference_state = {k: v.detach().clone() for k, v in reference.state_dict().items()}
     del reference
     input_sets = [make_inputs(task, s, device, d) for s, d in zip(seeds, req["distributions"])]
+    forward_seeds = [forward_seed(s) for s in seeds]
     init_seed = req.pop("init_seed")
     del seeds
+    # make_inputs left the last trial seed in torch's generators: replace it before any
+    # candidate code runs (torch.initial_seed() would tell it).
+    torch.manual_seed(init_seed)
 
     rep.enter("load")
     harness = _harness_identity()
@@ -362,8 +370,9 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
 
     threads = _ThreadWatch()
 
-    def call(inputs: list) -> list:
-        args = _clone(inputs)
+    def call(k: int) -> list:
+        args = _clone(input_sets[k])
+        seed_forward(forward_seeds[k])
         with ban:
             out = _as_list(model(*args))
         threads.sample()
@@ -377,14 +386,14 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
         # the digest of the same tensors later to catch work that goes on after forward
         # returned (a detached thread, an unsynchronised stream).
         marks = [digest(o) if isinstance(o, torch.Tensor) else None for o in saved]
-        violations.extend(output_violations(out, args, inputs))
+        violations.extend(output_violations(out, args, input_sets[k]))
         live.append((saved, marks))
         return saved
 
     try:
         with torch.no_grad():
-            on_device = [call(inputs) for inputs in input_sets]
-            repeat_on_device = call(input_sets[0])
+            on_device = [call(k) for k in range(len(input_sets))]
+            repeat_on_device = call(0)
             time.sleep(0.05)
             if device == "cuda":
                 torch.cuda.synchronize()
@@ -427,6 +436,7 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
                             req["warmup_runs"],
                             req["timed_runs"],
                             after_call=threads.sample,
+                            before_call=lambda k: seed_forward(forward_seeds[k]),
                         )
                     timed = {"set": last_set, "outputs": writer.put(_as_list(last_out))}
                     time.sleep(0.05)
@@ -579,7 +589,7 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
     import torch
 
     from cuda_gym.judge.compare import Comparison, check_outputs_match, runs_agree
-    from cuda_gym.judge.inputs import make_inputs
+    from cuda_gym.judge.inputs import forward_seed, make_inputs, seed_forward
     from cuda_gym.judge.output_checks import bitwise_equal
     from cuda_gym.judge.timing import Timer
     from cuda_gym.judge.transfer import load_outputs, to_device
@@ -626,8 +636,12 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
             kept = {}
             for k, (seed, dist) in enumerate(zip(seeds, req["distributions"])):
                 inputs = make_inputs(task, seed, device, dist)
+                seed_forward(forward_seed(seed))
                 exp = _as_list(model(*_clone(inputs)))
-                exp64 = _as_list(model64(*_to_double(inputs))) if model64 is not None else None
+                exp64 = None
+                if model64 is not None:
+                    seed_forward(forward_seed(seed))
+                    exp64 = _as_list(model64(*_to_double(inputs)))
                 del inputs
                 if len(cand["trials"]) == len(seeds):
                     check_outputs_match(

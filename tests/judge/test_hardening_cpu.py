@@ -1,5 +1,7 @@
 """The hardened judge on the CPU device: exploits are rejected for the right reason."""
 
+import re
+
 import pytest
 
 from cuda_gym.demo import MODEL_NEW
@@ -191,3 +193,36 @@ def test_vendor_gemm_is_allowed_only_when_the_task_opts_in(tmp_path):
     # The GEMM is allowed now; the solution is still wrong (no bias, no relu).
     assert verdict.violations == [] and verdict.checks["fallback_ban"] is True
     assert verdict.checks["correct"] is False
+
+
+@pytest.mark.parametrize("where", ["import", "forward"])
+def test_candidate_code_cannot_read_a_trial_seed_from_torch(task, tmp_path, monkeypatch, where):
+    # The trial seeds draw the inputs; make_inputs seeds torch with each in turn. What candidate
+    # code can read from torch's generators, at import or in forward, is never one of them. The
+    # candidate reports what it read in an exception's message, which the verdict shows.
+    import cuda_gym.judge.judge as judge_module
+
+    drawn = []
+
+    def randbits(k):
+        drawn.append(1000 + len(drawn))
+        return drawn[-1]
+
+    monkeypatch.setattr(judge_module.secrets, "randbits", randbits)
+    tell = "raise RuntimeError(f'initial seed <{torch.initial_seed()}>')"
+    source = model_new_calling("honest")
+    if where == "import":
+        source = source.replace("import kernels_ext\n", f"import kernels_ext\n{tell}\n")
+    else:
+        source = source.replace(
+            "        return kernels_ext", f"        {tell}\n        return kernels_ext"
+        )
+    assert tell in source
+    (tmp_path / "model_new.py").write_text(source)
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "exploits.cpp").write_text(SOURCE)
+    verdict = judge_for().evaluate(task, tmp_path, timing=False)
+    read = re.search(r"initial seed <(\d+)>", verdict.error or "")
+    assert read, (verdict.error, verdict.violations)
+    trial_seeds = set(drawn[:-1])  # the last draw is the init seed
+    assert len(trial_seeds) >= 3 and int(read.group(1)) not in trial_seeds

@@ -75,3 +75,48 @@ def test_no_configuration_can_lift_the_ban():
         f.name for f in dataclasses.fields(EnvConfig)
     }
     assert not any("ban" in n or "reference" in n for n in names)
+
+
+# Training-mode dropout (as KernelBench's level-2 66_Matmul_Dropout_Softmax): the reference draws
+# its mask in another process than the candidate. Scaled by 10 so that two masks differ far
+# beyond any mode's tolerance.
+DROPOUT_TASK = '''"""Dropout, then scale."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        self.dropout = nn.Dropout(p)
+
+    def forward(self, x):
+        return self.dropout(x) * 10.0
+
+
+def get_inputs():
+    return [torch.randn(64, 256)]
+
+
+def get_init_inputs():
+    return [0.5]
+'''
+
+
+@pytest.mark.parametrize("mode", ["strict", "paper"])
+def test_a_stochastic_reference_is_accepted_as_its_own_candidate(mode):
+    # Every forward pass on a trial's inputs starts from that trial's forward seed in both
+    # processes: the correctness trials, the repeat (no nondeterminism flag) and the timed
+    # calls (the timing recheck).
+    judge = Judge(
+        JudgeConfig(
+            device="cpu", timed_runs=3, warmup_runs=1, baselines=("eager",), tolerance_mode=mode
+        )
+    )
+    verdict = judge.evaluate_reference_as_candidate(task_from_string(DROPOUT_TASK, "dropout"))
+    assert verdict.correct and verdict.verdict == "accept", (verdict.details, verdict.violations)
+    assert verdict.checks["deterministic"] and verdict.checks["timing_recheck"]
+    assert "bitwise_nondeterministic" not in verdict.flags
+    # The probe's fp32 and fp64 passes draw one mask: the strict bound stays tight.
+    assert "degenerate_task" not in verdict.flags
+    assert verdict.violations == []
