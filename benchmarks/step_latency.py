@@ -43,7 +43,7 @@ def call(name: str, **arguments) -> dict:
     return {"name": name, "arguments": arguments}
 
 
-def play_episode(device: str, task_id: str, fast_worker_start: bool = False) -> dict:
+def play_episode(device: str, task_id: str, fast_worker_start: bool | None = None) -> dict:
     """One episode in a fresh env: write the solution, compile, run, profile, submit."""
     writes = [
         call("write_file", path=p, content=c) for p, c in scripted_solution(task_id, device).items()
@@ -91,7 +91,7 @@ def spread(values: list[float]) -> dict:
     }
 
 
-def measure_task(device: str, task_id: str, repeats: int, fast_worker_start: bool) -> dict:
+def measure_task(device: str, task_id: str, repeats: int, fast_worker_start: bool | None) -> dict:
     """A warm-up episode, then `repeats` episodes with builds and baselines cached."""
     print(f"{task_id}: warm-up episode", flush=True)
     warmup = play_episode(device, task_id, fast_worker_start)
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--fast-worker-start",
         action="store_true",
-        help="fork judge workers from a warm process (JudgeConfig.fast_worker_start)",
+        help="fork judge workers from a warm process (default: JudgeConfig's, on for CUDA)",
     )
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
@@ -149,12 +149,16 @@ def main(argv: list[str] | None = None) -> dict:
         "git_dirty": None if dirty is None else bool(dirty),
         "tasks": args.tasks,
         "repeats": args.repeats,
-        "fast_worker_start": args.fast_worker_start,
+        "fast_worker_start": JudgeConfig(
+            device=device, fast_worker_start=True if args.fast_worker_start else None
+        ).forks_workers,
         "target_run_plus_profile_s": TARGET_S,
         "results": {},
     }
     for task_id in args.tasks:
-        result = measure_task(device, task_id, args.repeats, args.fast_worker_start)
+        result = measure_task(
+            device, task_id, args.repeats, True if args.fast_worker_start else None
+        )
         report["results"][task_id] = result
         print(f"{task_id} on {device} ({args.repeats} episodes, caches warm):")
         for step in STEPS:
@@ -181,7 +185,7 @@ def main(argv: list[str] | None = None) -> dict:
     # With --fast-worker-start, whether the workers really were forked (a zygote that cannot
     # serve falls back to starting them afresh, which these figures would then measure).
     report["zygote_failures"] = zygote_failures()[failures_before:]
-    if args.fast_worker_start and report["zygote_failures"]:
+    if report["fast_worker_start"] and report["zygote_failures"]:
         print("warning: the zygote did not serve (workers started afresh):")
         print("  " + report["zygote_failures"][0][:1500].replace("\n", "\n  "))
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")

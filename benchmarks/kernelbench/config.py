@@ -8,7 +8,7 @@ from pathlib import Path
 from cuda_gym.agents.openai_chat import TOOL_MODES
 from cuda_gym.errors import ConfigError
 from cuda_gym.judge import JudgeConfig
-from cuda_gym.judge.config import MODES, fast_worker_start_default
+from cuda_gym.judge.config import MODES
 
 AGENTS = ("openai", "scripted", "replay")
 HARNESS_VERSION = "kernelbench-harness-1"
@@ -82,8 +82,9 @@ class HarnessConfig:
         cache_dir: Judge build/baseline cache (None: $CUDA_GYM_CACHE or ~/.cache/cuda_gym).
         run_timeout_s: Limit for one judge child process.
         fast_worker_start: Fork judge workers from a warm process (JudgeConfig's field of that
-            name). It changes how fast problems run, not their results, so a resumed run may
-            switch it.
+            name); off leaves JudgeConfig's default (on for CUDA unless
+            $CUDA_GYM_FAST_WORKER_START=0). It changes how fast problems run, not their
+            results, so a resumed run may switch it.
         seed: Seed of every episode's reset.
         max_wall_s: Stop starting problems after this many seconds (jobs in flight finish);
             the report is written and marked incomplete; run again to resume. None: no limit.
@@ -192,8 +193,9 @@ class HarnessConfig:
             run_timeout_s=self.run_timeout_s,
             baselines=tuple(self.baselines),
             cache_dir=self.cache_dir,
-            # Off here leaves JudgeConfig's default ($CUDA_GYM_FAST_WORKER_START).
-            fast_worker_start=self.fast_worker_start or fast_worker_start_default(),
+            # Off here leaves JudgeConfig's default ($CUDA_GYM_FAST_WORKER_START, else on for
+            # CUDA).
+            fast_worker_start=True if self.fast_worker_start else None,
         )
 
     @property

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from cuda_gym.errors import ConfigError
@@ -22,14 +22,17 @@ def default_cache_dir() -> Path:
 FAST_WORKER_START_ENV = "CUDA_GYM_FAST_WORKER_START"
 
 
-def fast_worker_start_default() -> bool:
-    """JudgeConfig.fast_worker_start's default: $CUDA_GYM_FAST_WORKER_START (1/0), else off.
+def fast_worker_start_default(device: str) -> bool:
+    """JudgeConfig.fast_worker_start's default: $CUDA_GYM_FAST_WORKER_START (1/0), else CUDA's.
 
-    The variable turns forked workers on for everything that does not set the field itself
-    (the CLI, the env, the test suites: `CUDA_GYM_FAST_WORKER_START=1 python -m pytest -m gpu`).
+    Without the variable forked workers are on for "cuda" and off for "cpu". The variable
+    decides for everything that does not set the field itself (the CLI, the env, the test
+    suites: `CUDA_GYM_FAST_WORKER_START=0 python -m pytest -m gpu` starts every worker afresh).
     """
     value = os.environ.get(FAST_WORKER_START_ENV, "").strip().lower()
-    if value in ("", "0", "false", "no", "off"):
+    if value == "":
+        return device == "cuda"
+    if value in ("0", "false", "no", "off"):
         return False
     if value in ("1", "true", "yes", "on"):
         return True
@@ -66,9 +69,10 @@ class JudgeConfig:
         cxx_flags: Extra C++ compiler flags for kernels/*.cpp.
         fast_worker_start: Fork candidate and reference workers from a warm process that has
             already imported torch (cuda_gym.runtime.zygote) instead of starting Python afresh;
-            each worker is still its own process, session and process group. Default:
-            $CUDA_GYM_FAST_WORKER_START, else off (the whole GPU suite has not yet run with it
-            on; an intermittent false rejection once seen on the CPU has not come back).
+            each worker is still its own process, session and process group. None (the
+            default): $CUDA_GYM_FAST_WORKER_START, else on for "cuda" (every GPU test and the
+            exploit suite have passed with it on an H200) and off for "cpu" (an intermittent
+            false rejection once seen there has not come back, nor been explained).
         device_gate: Workers take their device's gate (cuda_gym.runtime.device_gate): they
             time and profile only while no other judge worker on the machine uses the device,
             so judgements of several processes can share a GPU. Waiting there does not count
@@ -97,7 +101,7 @@ class JudgeConfig:
     cache_dir: Path | None = None
     cuda_flags: tuple[str, ...] = ("-O3",)
     cxx_flags: tuple[str, ...] = ("-O3",)
-    fast_worker_start: bool = field(default_factory=fast_worker_start_default)
+    fast_worker_start: bool | None = None
     device_gate: bool = True
     gate_wait_max_s: float = 600.0
     precompiled_header: bool | None = None
@@ -105,6 +109,7 @@ class JudgeConfig:
     def __post_init__(self) -> None:
         if self.device not in ("cuda", "cpu"):
             raise ConfigError(f"JudgeConfig.device must be 'cuda' or 'cpu', got {self.device!r}")
+        fast_worker_start_default(self.device)  # a malformed variable is refused here
         if self.tolerance_mode not in MODES:
             raise ConfigError(f"Unknown tolerance_mode {self.tolerance_mode!r}; use one of {MODES}")
         if self.reward not in REWARDS:
@@ -127,6 +132,13 @@ class JudgeConfig:
                 raise ConfigError(f"JudgeConfig.{name} must be positive")
         if not 0 <= self.reward_margin < 1:
             raise ConfigError("JudgeConfig.reward_margin must be in [0, 1)")
+
+    @property
+    def forks_workers(self) -> bool:
+        """fast_worker_start, or where it is None its default for this device."""
+        if self.fast_worker_start is None:
+            return fast_worker_start_default(self.device)
+        return self.fast_worker_start
 
     @property
     def resolved_cache_dir(self) -> Path:

@@ -466,7 +466,7 @@ class Judge:
         pause = Pause(lambda: _read_stage(stage_file) == "gate", self.config.gate_wait_max_s)
         stdin_data = json.dumps(request).encode()
         slow = [sys.executable, "-m", "cuda_gym.judge.worker", role]
-        if self.config.fast_worker_start:
+        if self.config.forks_workers:
             launcher = shared_launcher(base_env, WORKER_PRELOAD)
             proc = launcher.run(
                 "cuda_gym.judge.worker",

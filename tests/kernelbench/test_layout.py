@@ -100,8 +100,11 @@ def test_config_needs_exactly_one_solver(kb, tmp_path):
 def test_fast_worker_start_reaches_the_judge_and_does_not_block_a_resume(kb, tmp_path, monkeypatch):
     monkeypatch.delenv(FAST_WORKER_START_ENV, raising=False)
     base = ["--kernelbench-dir", str(kb), "--out", str(tmp_path / "o"), "--reference-as-solution"]
-    slow, fast = parse_args(base), parse_args([*base, "--fast-worker-start"])
-    assert fast.judge_config().fast_worker_start and not slow.judge_config().fast_worker_start
-    assert fast.fingerprint() == slow.fingerprint()
+    slow, fast = parse_args([*base, "--device", "cpu"]), parse_args([*base, "--fast-worker-start"])
+    assert fast.judge_config().forks_workers and not slow.judge_config().forks_workers
+    assert fast.fingerprint()["device"] == "cuda" and slow.fingerprint()["device"] == "cpu"
+    # Without the flag the judge's default decides: on for CUDA.
+    assert parse_args(base).judge_config().forks_workers
+    assert parse_args(base).fingerprint() == fast.fingerprint()
     monkeypatch.setenv(FAST_WORKER_START_ENV, "1")  # the judge's default, left alone by the flag
-    assert slow.judge_config().fast_worker_start
+    assert slow.judge_config().forks_workers
