@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--fast-worker-start",
         action="store_true",
-        help="fork judge workers from a warm process (JudgeConfig.fast_worker_start)",
+        help="fork judge workers from a warm process (default: JudgeConfig's, on for CUDA)",
     )
     parser.add_argument("--out", default="benchmarks/results/concurrency.json")
     args = parser.parse_args(argv)
@@ -139,7 +139,10 @@ def main(argv: list[str] | None = None) -> dict:
         "warmup_s": round(time.monotonic() - start, 2),
         "warmup_reward": warm["reward"],
         "slots": slots,
-        "fast_worker_start": args.fast_worker_start,
+        # As the env resolves it: the flag, else JudgeConfig's default (on for CUDA).
+        "fast_worker_start": JudgeConfig(
+            device=device, fast_worker_start=True if args.fast_worker_start else None
+        ).forks_workers,
         "levels": [],
     }
     for level in args.levels:
