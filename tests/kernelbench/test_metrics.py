@@ -126,3 +126,41 @@ def test_effort_sums_turns_tokens_and_time():
     assert e["tokens_total"] == 80 and e["prompt_tokens_total"] == 60
     assert e["completion_tokens_total"] == 20 and e["agent_s_total"] == 3.0
     assert "turns_total" not in effort([{"wall_s": 1.0}])
+
+
+def _timed_record(level, speedup, kernels_ms, timed_ms):
+    flags = {} if kernels_ms is None else {"profile_kernel_ms_per_call": kernels_ms}
+    return {
+        "level": level,
+        "status": "done",
+        "correct": True,
+        "speedup_vs_eager": speedup,
+        "speedup_vs_compile": None,
+        "verdict": {"flags": flags, "time_ms": {"candidate": timed_ms}},
+    }
+
+
+def test_the_spread_is_split_by_how_much_of_the_timed_call_kernels_fill():
+    from benchmarks.kernelbench.report import kernel_share, speedup_spread
+
+    records = [
+        _timed_record(1, 1.0, 9.5, 10.0),  # 95 %: GPU-bound
+        _timed_record(1, 0.99, 9.0, 10.0),  # 90 %: GPU-bound (the threshold)
+        _timed_record(3, 0.6, 2.0, 10.0),  # 20 %: host-bound
+        _timed_record(3, 1.4, None, 10.0),  # not profiled: in neither
+    ]
+    assert kernel_share(records[0]) == pytest.approx(0.95) and kernel_share(records[3]) is None
+    spread = speedup_spread(records)
+    assert spread["gpu_bound"]["eager"]["n"] == 2
+    assert spread["gpu_bound"]["eager"]["median"] == pytest.approx(0.995)
+    assert spread["host_bound"]["eager"] == {
+        "n": 1,
+        "median": 0.6,
+        "p05": 0.6,
+        "p95": 0.6,
+        "min": 0.6,
+        "max": 0.6,
+    }
+    assert spread["overall"]["eager"]["n"] == 4 and spread["overall"]["compile"] is None
+    # Without profiles (the CPU device) there is no such split.
+    assert set(speedup_spread(records[3:])) == {"level3", "overall"}
