@@ -464,6 +464,9 @@ def run_candidate(req: dict, seeds: list[int], rep: _Reporter) -> None:
             )
             return
         violations = _ban_violations(ban) + _tampered(harness) + violations
+    # Its own stage: past the arena's room, outputs are saved into the index here (many GiB for
+    # KernelBench's largest problems), which would otherwise count as the last stage's time.
+    rep.enter("save")
     writer.save({"trials": outputs, "repeat": repeat, "timed": timed}, req["outputs_path"])
     rep.finish(
         {

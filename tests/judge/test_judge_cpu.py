@@ -31,6 +31,11 @@ def test_correct_kernel_is_accepted_with_timings(judge, task, tmp_path):
         verdict.time_ms["eager"] / verdict.time_ms["candidate"]
     )
     assert "ModelNew.forward" in verdict.profile_table
+    # Saving the outputs' index is a stage of its own, after profiling.
+    assert (
+        verdict.stage_times_s["candidate.save"] >= 0
+        and "candidate.profile" in verdict.stage_times_s
+    )
     # The outputs crossed to the reference through the arena; nothing to register on the CPU.
     transfer = verdict.flags["outputs_transfer"]
     assert transfer["arena_bytes"] > 0 and transfer["host_bytes"] == transfer["pinned_bytes"] == 0
