@@ -226,9 +226,10 @@ def run_probe(req: dict, rep: _Reporter) -> None:
             model64 = copy.deepcopy(model).double()
         except Exception:  # some modules cannot run in float64
             model64, fp64_ok = None, False
+        fseed = forward_seed(req["seed"])
         for dist in dict.fromkeys(DISTRIBUTIONS):
             inputs = make_inputs(task, req["seed"], device, dist)
-            seed_forward(forward_seed(req["seed"]))
+            seed_forward(fseed)
             out = _as_list(model(*_clone(inputs)))
             finite = all(torch.isfinite(o).all() for o in out if isinstance(o, torch.Tensor))
             if not finite and dist != "as_is":
@@ -238,7 +239,7 @@ def run_probe(req: dict, rep: _Reporter) -> None:
             out64 = None
             if model64 is not None:
                 try:
-                    seed_forward(forward_seed(req["seed"]))
+                    seed_forward(fseed)
                     out64 = _as_list(model64(*_to_double(inputs)))
                 except Exception:
                     model64, fp64_ok = None, False
@@ -639,11 +640,12 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
             kept = {}
             for k, (seed, dist) in enumerate(zip(seeds, req["distributions"])):
                 inputs = make_inputs(task, seed, device, dist)
-                seed_forward(forward_seed(seed))
+                fseed = forward_seed(seed)
+                seed_forward(fseed)
                 exp = _as_list(model(*_clone(inputs)))
                 exp64 = None
                 if model64 is not None:
-                    seed_forward(forward_seed(seed))
+                    seed_forward(fseed)
                     exp64 = _as_list(model64(*_to_double(inputs)))
                 del inputs
                 if len(cand["trials"]) == len(seeds):
