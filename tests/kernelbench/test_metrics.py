@@ -1,5 +1,6 @@
 """The published metrics on hand-computed examples."""
 
+import json
 import math
 
 import pytest
@@ -164,3 +165,23 @@ def test_the_spread_is_split_by_how_much_of_the_timed_call_kernels_fill():
     assert spread["overall"]["eager"]["n"] == 4 and spread["overall"]["compile"] is None
     # Without profiles (the CPU device) there is no such split.
     assert set(speedup_spread(records[3:])) == {"level3", "overall"}
+
+
+def test_a_run_directory_is_summarised_from_its_records(tmp_path):
+    from benchmarks.kernelbench.spread import main
+
+    for name, record in (
+        ("level1/1_A", _timed_record(1, 1.0, 9.5, 10.0)),
+        ("level3/2_B", _timed_record(3, 0.6, 2.0, 10.0)),
+    ):
+        path = tmp_path / "records" / f"{name}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record))
+    (tmp_path / "run.json").write_text(
+        json.dumps({"invocations": [{"wall_s": 2.5}, {"wall_s": 4}]})
+    )
+    summary = main([str(tmp_path), "--out", str(tmp_path / "s.json")])
+    assert summary["records"] == summary["correct"] == 2 and summary["total_wall_s"] == 6.5
+    assert summary["per_level"] == {"level1": 1, "level3": 1}
+    assert summary["speedup_spread"]["host_bound"]["eager"]["median"] == 0.6
+    assert json.loads((tmp_path / "s.json").read_text()) == summary

@@ -1,0 +1,50 @@
+"""The speedup spread of a run directory's records as they stand (the report's figure, between
+invocations): per level, overall, GPU-bound and host-bound, plus counts and wall time.
+
+    python -m benchmarks.kernelbench.spread OUT [--out F.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from benchmarks.kernelbench.report import speedup_spread
+
+
+def summarize_run(out: Path) -> dict:
+    """Counts, total wall time (run.json) and the speedup spread of OUT's records."""
+    records = [json.loads(p.read_text()) for p in sorted(out.glob("records/level*/*.json"))]
+    if not records:
+        raise FileNotFoundError(f"no records under {out}/records")
+    run = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
+    return {
+        "run_dir": str(out),
+        "records": len(records),
+        "correct": sum(bool(r.get("correct")) for r in records),
+        "per_level": {
+            f"level{lv}": sum(r["level"] == lv for r in records)
+            for lv in sorted({r["level"] for r in records})
+        },
+        "total_wall_s": round(sum(i["wall_s"] for i in run.get("invocations", [])), 1),
+        "speedup_spread": speedup_spread(records),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Print the summary as JSON and write it to --out when given."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("run_dir")
+    p.add_argument("--out", default=None)
+    a = p.parse_args(argv)
+    summary = summarize_run(Path(a.run_dir))
+    text = json.dumps(summary, indent=1) + "\n"
+    print(text, end="")
+    if a.out:
+        Path(a.out).write_text(text)
+    return summary
+
+
+if __name__ == "__main__":
+    main()
