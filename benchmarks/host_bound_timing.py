@@ -141,6 +141,9 @@ def main(argv: list[str] | None = None) -> dict:
         except Exception as exc:  # one problem that cannot run is reported, not fatal
             result = {"error": f"{type(exc).__name__}: {exc}"}
         report["results"][name] = result
+        # Written after every problem: a run cut by its time limit keeps what it measured.
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps(report, indent=1) + "\n")
         if "error" in result:
             print(f"{name}: {result['error']}")
             continue
