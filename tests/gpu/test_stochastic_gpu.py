@@ -12,11 +12,15 @@ pytestmark = pytest.mark.gpu
 
 @pytest.mark.parametrize("mode", ["strict", "paper"])
 def test_dropout_reference_is_its_own_correct_candidate_on_the_gpu(mode):
-    # Checks that CUDA's dropout draws one mask per forward seed in both processes, and the same
-    # in fp32 and fp64: the probe's fp64 pass and strict mode's fp64 reference rely on that.
+    # CUDA's dropout draws one mask per forward seed in both processes. Its float64 kernel draws
+    # a different mask from the same seed (seen on the H200): the probe finds that the float64
+    # pass disagrees and strict mode falls back to 1e-4 around the float32 reference, instead of
+    # a bound so wide that trivial answers pass (degenerate_task).
     judge = Judge(JudgeConfig(device="cuda", tolerance_mode=mode, baselines=("eager",)))
     verdict = judge.evaluate_reference_as_candidate(task_from_string(DROPOUT_TASK, "dropout"))
     assert verdict.correct and verdict.verdict == "accept", (verdict.details, verdict.violations)
     assert verdict.checks["deterministic"] and verdict.checks["timing_recheck"]
     assert "bitwise_nondeterministic" not in verdict.flags
     assert "degenerate_task" not in verdict.flags
+    if mode == "strict":
+        assert verdict.flags.get("fp64_disagrees") is True

@@ -120,3 +120,40 @@ def test_a_stochastic_reference_is_accepted_as_its_own_candidate(mode):
     # The probe's fp32 and fp64 passes draw one mask: the strict bound stays tight.
     assert "degenerate_task" not in verdict.flags
     assert verdict.violations == []
+
+
+# A float64 pass that computes something else, as CUDA's dropout does: its kernels draw a
+# different mask for float64 than for float32 from one seed.
+DTYPE_DEPENDENT_TASK = '''"""Scale, differently in float64."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * (3.0 if x.dtype == torch.float64 else 2.0)
+
+
+def get_inputs():
+    return [torch.randn(64, 256)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_float64_pass_that_disagrees_is_not_used_as_the_strict_reference():
+    # Before: the bound from |fp32 - fp64| spanned the outputs, so zeros "matched" (degenerate)
+    # and any answer within 8x of it passed. Now strict falls back to 1e-4 around the fp32 reference.
+    judge = Judge(
+        JudgeConfig(
+            device="cpu", timed_runs=3, warmup_runs=1, baselines=("eager",), tolerance_mode="strict"
+        )
+    )
+    task = task_from_string(DTYPE_DEPENDENT_TASK, "dtype_dependent")
+    assert judge.probe_task(task)["fp64_ok"] is False
+    verdict = judge.evaluate_reference_as_candidate(task)
+    assert verdict.correct and verdict.verdict == "accept", (verdict.details, verdict.violations)
+    assert verdict.flags.get("fp64_disagrees") is True
+    assert "degenerate_task" not in verdict.flags
