@@ -145,7 +145,7 @@ def get_init_inputs():
 
 def test_a_float64_pass_that_disagrees_is_not_used_as_the_strict_reference():
     # Before: the bound from |fp32 - fp64| spanned the outputs, so zeros "matched" (degenerate)
-    # and any answer within 8x of it passed. Now strict falls back to 1e-4 around the fp32 reference.
+    # and any answer within 8x of it passed. Now strict holds it to 1e-4 around the fp32 output.
     judge = Judge(
         JudgeConfig(
             device="cpu", timed_runs=3, warmup_runs=1, baselines=("eager",), tolerance_mode="strict"
