@@ -140,19 +140,31 @@ def run(cfg: HarnessConfig) -> dict:
             logger.info("%d baselines taken from %s (shipped)", seeded, path)
 
     todo = []
+    # Problems that ran out of memory beside others in an earlier invocation, which stopped
+    # before its alone pass (--max-wall-s): judged alone first, or beside others they would
+    # run out again.
+    deferred = []
     for problem in problems:
         record = read_record(cfg.out, problem)
-        if record is None or record.get("status") not in FINISHED:
+        if record is not None and record.get("status") == OUT_OF_MEMORY:
+            deferred.append(problem)
+        elif record is None or record.get("status") not in FINISHED:
             todo.append(problem)
-    progress = Progress(len(problems), len(problems) - len(todo))
+    progress = Progress(len(problems), len(problems) - len(todo) - len(deferred))
     deadline = run_start + cfg.max_wall_s if cfg.max_wall_s else None
+    alone = replace(cfg, workers=len(cfg.gpus) if cfg.gpus else 1)
     try:
-        stopped = _run_jobs(cfg, [ProblemJob(p, cfg) for p in todo], progress, deadline)
+        stopped = False
+        if deferred:
+            logger.info("judging %d problem(s) alone first (out of memory before)", len(deferred))
+            jobs = [ProblemJob(p, alone, alone=True) for p in deferred]
+            stopped = _run_jobs(alone, jobs, progress, deadline)
+        if not stopped:
+            stopped = _run_jobs(cfg, [ProblemJob(p, cfg) for p in todo], progress, deadline)
         # Problems that ran out of memory beside others: once more, one per GPU.
         again = [p for p in todo if (read_record(cfg.out, p) or {}).get("status") == OUT_OF_MEMORY]
         if again and not stopped:
             logger.info("judging %d problem(s) again alone on their GPU", len(again))
-            alone = replace(cfg, workers=len(cfg.gpus) if cfg.gpus else 1)
             jobs = [ProblemJob(p, alone, alone=True) for p in again]
             stopped = _run_jobs(alone, jobs, progress, deadline)
     finally:

@@ -81,3 +81,30 @@ def test_a_process_killed_beside_others_is_judged_again_alone(tmp_path):
     assert status == 0
     assert record["status"] == "done" and record["correct"], record.get("error")
     assert "judged_alone" in record["flags"]
+
+
+def test_out_of_memory_in_a_stopped_run_is_judged_alone_first_on_resume(tmp_path):
+    # A run stopped by --max-wall-s never reaches its alone pass; beside other problems again,
+    # the big problem would run out of memory again (seen on the H200), so a resume judges it
+    # alone before anything else.
+    count = tmp_path / "calls"
+    kb = write_tree(
+        tmp_path / "kb" / "KernelBench",
+        {
+            "level1/1_BigReLU.py": PROBLEM.format(count=str(count), failures=2, fail=OOM),
+            "level1/2_SmallReLU.py": PROBLEM.format(
+                count=str(tmp_path / "unused"), failures=0, fail=OOM
+            ),
+        },
+    )
+    out = tmp_path / "out"
+    argv = ["--kernelbench-dir", str(kb), "--levels", "1", "--out", str(out), *JUDGE_FLAGS]
+    argv += ["--reference-as-solution", "--baselines", "eager", "--workers", "2"]
+    argv += ["--cache-dir", str(tmp_path / "cache")]
+    main([*argv, "--max-wall-s", "0.001"])
+    path = out / "records/level1/1_BigReLU.json"
+    assert json.loads(path.read_text())["status"] == "out_of_memory"
+    assert main(argv) == 0
+    record = json.loads(path.read_text())
+    assert record["status"] == "done" and record["correct"], record.get("error")
+    assert "judged_alone" in record["flags"]
