@@ -97,6 +97,11 @@ def parse_args(argv: list[str] | None = None) -> HarnessConfig:
         "--max-wall-s", type=float, default=None, help="stop after N s; resume by running again"
     )
     run_group.add_argument("--no-plots", action="store_true")
+    run_group.add_argument(
+        "--report-only",
+        action="store_true",
+        help="judge nothing: rebuild OUT's report from its records (any machine)",
+    )
     a = p.parse_args(argv)
     return HarnessConfig(
         kernelbench_dir=a.kernelbench_dir,
@@ -135,6 +140,7 @@ def parse_args(argv: list[str] | None = None) -> HarnessConfig:
         seed=a.seed,
         max_wall_s=a.max_wall_s,
         plots=not a.no_plots,
+        report_only=a.report_only,
     )
 
 

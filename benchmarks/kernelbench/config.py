@@ -89,6 +89,9 @@ class HarnessConfig:
         max_wall_s: Stop starting problems after this many seconds (jobs in flight finish);
             the report is written and marked incomplete; run again to resume. None: no limit.
         plots: Draw the plots (needs matplotlib).
+        report_only: Judge nothing: rebuild the report from the run directory's records, with
+            the system facts that the run's last invocation recorded (so it works on a machine
+            without the run's device, e.g. to draw the plots where matplotlib is).
     """
 
     kernelbench_dir: Path
@@ -127,6 +130,7 @@ class HarnessConfig:
     seed: int = 0
     max_wall_s: float | None = None
     plots: bool = True
+    report_only: bool = False
 
     def __post_init__(self) -> None:
         for name in (

@@ -102,8 +102,13 @@ def markdown(report: dict) -> str:
     eff = report["effort"]["overall"]
     lines += ["", "## Effort", ""]
     lines.append(
-        f"- wall time: {eff['wall_s_total']:.1f} s in problem jobs "
-        f"({report['run_wall_s']:.1f} s for this invocation)"
+        f"- wall time: {eff['wall_s_total']:.1f} s in problem jobs"
+        + (
+            "; report rebuilt from the records (--report-only), system facts from "
+            f"{report['system_source']}"
+            if report.get("system_source")
+            else f" ({report['run_wall_s']:.1f} s for this invocation)"
+        )
     )
     if report.get("invocations"):
         lines.append(

@@ -12,6 +12,7 @@ import logging
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from benchmarks.kernelbench.baseline_file import BaselineFile, shipped_baseline_files
 from benchmarks.kernelbench.config import HARNESS_VERSION, HarnessConfig
@@ -49,16 +50,21 @@ def claim_run_dir(cfg: HarnessConfig) -> None:
     )
 
 
-def record_invocation(cfg: HarnessConfig, wall_s: float) -> list[dict]:
-    """Add this invocation's wall time to run.json; return every invocation's so far.
+def record_invocation(cfg: HarnessConfig, wall_s: float, system: dict | None = None) -> list[dict]:
+    """Add this invocation's wall time (and system facts) to run.json; return every invocation's.
 
-    A run resumed over several invocations (--max-wall-s, interruptions) reports its total.
+    A run resumed over several invocations (--max-wall-s, interruptions) reports its total; the
+    facts of the machine each ran on let `--report-only` rebuild the report elsewhere.
     """
     run_file = cfg.out / "run.json"
     data = json.loads(run_file.read_text())
-    data.setdefault("invocations", []).append(
-        {"ended": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": round(wall_s, 1)}
-    )
+    entry = {
+        "ended": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "wall_s": round(wall_s, 1),
+    }
+    if system is not None:
+        entry.update(levels=list(cfg.levels), system=system)
+    data.setdefault("invocations", []).append(entry)
     tmp = run_file.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n")
     tmp.replace(run_file)
@@ -124,8 +130,49 @@ def _baseline_keys(cfg: HarnessConfig, problems: list[Problem]) -> dict[str, dic
     return keys
 
 
+def recorded_system(out: Path, invocations: list[dict]) -> tuple[dict, str]:
+    """The system facts of the run's last invocation that recorded them, and where they came from.
+
+    Invocations record them in run.json; runs begun before that have them only in the report
+    their last invocation wrote.
+    """
+    for inv in reversed(invocations):
+        if inv.get("system"):
+            return inv["system"], f"run.json (invocation ended {inv.get('ended')})"
+    report_file = out / "report.json"
+    if report_file.is_file():
+        system = json.loads(report_file.read_text()).get("system")
+        if system:
+            return system, "report.json (as the run's last invocation wrote it)"
+    raise ConfigError(
+        f"{out} records no system facts to report with: run the harness there once on the "
+        "run's machine (a run with nothing left to judge only writes its report)"
+    )
+
+
+def rebuild_report(cfg: HarnessConfig) -> dict:
+    """--report-only: the report of every problem in cfg's levels from OUT's records alone."""
+    problems = discover_problems(cfg.kernelbench_dir, cfg.levels, cfg.problems, cfg.limit)
+    run_file = cfg.out / "run.json"
+    if not run_file.is_file():
+        raise ConfigError(f"{cfg.out} holds no run (no run.json) to report on")
+    claim_run_dir(cfg)  # the same result settings as the run, or an error
+    invocations = json.loads(run_file.read_text()).get("invocations", [])
+    system, source = recorded_system(cfg.out, invocations)
+    records = [read_record(cfg.out, p) for p in problems]
+    report = build_report(cfg, problems, records, 0.0, system)
+    report["system_source"] = source
+    report["invocations"] = invocations
+    report["total_wall_s"] = sum(i["wall_s"] for i in invocations)
+    report["complete"] = all(r and r.get("status") in FINISHED for r in records)
+    write_report(report, [r for r in records if r], cfg.out, cfg.plots)
+    return report
+
+
 def run(cfg: HarnessConfig) -> dict:
     """Run every problem not yet recorded, then write the report; return the report dict."""
+    if cfg.report_only:
+        return rebuild_report(cfg)
     run_start = time.monotonic()
     problems = discover_problems(cfg.kernelbench_dir, cfg.levels, cfg.problems, cfg.limit)
     claim_run_dir(cfg)
@@ -172,8 +219,9 @@ def run(cfg: HarnessConfig) -> dict:
         baseline_file.save()
 
     records = [read_record(cfg.out, p) for p in problems]
-    report = build_report(cfg, problems, records, time.monotonic() - run_start)
-    report["invocations"] = record_invocation(cfg, report["run_wall_s"])
+    system = system_facts(cfg.device, cfg.kernelbench_dir)
+    report = build_report(cfg, problems, records, time.monotonic() - run_start, system)
+    report["invocations"] = record_invocation(cfg, report["run_wall_s"], system)
     report["total_wall_s"] = sum(i["wall_s"] for i in report["invocations"])
     report["complete"] = not stopped and all(r and r.get("status") in FINISHED for r in records)
     write_report(report, [r for r in records if r], cfg.out, cfg.plots)
@@ -197,9 +245,16 @@ def _run_jobs(cfg: HarnessConfig, jobs: list, progress: Progress, deadline: floa
 
 
 def build_report(
-    cfg: HarnessConfig, problems: list[Problem], records: list[dict | None], run_wall_s: float
+    cfg: HarnessConfig,
+    problems: list[Problem],
+    records: list[dict | None],
+    run_wall_s: float,
+    system: dict | None = None,
 ) -> dict:
-    """The report dict: configuration, system, metrics, effort and per-problem rows."""
+    """The report dict: configuration, system, metrics, effort and per-problem rows.
+
+    `system`: the facts of the machine that judged (default: this one's, `system_facts`).
+    """
     by_level: dict[int, list[Outcome]] = {}
     final_by_level: dict[int, list[Outcome]] = {}
     rows = []
@@ -265,7 +320,7 @@ def build_report(
             )
             for k, v in jc.__dict__.items()
         },
-        "system": system_facts(cfg.device, cfg.kernelbench_dir),
+        "system": system if system is not None else system_facts(cfg.device, cfg.kernelbench_dir),
         "numerics": numerics
         or "TF32 off in cuBLAS and cuDNN, float32 matmul precision 'highest' (judge policy)",
         "timing": {

@@ -22,8 +22,16 @@ def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
-def git_commit(path: Path) -> str | None:
-    """The commit checked out at `path` (with "+dirty" for local changes), or None."""
+def git_commit(path: Path, own_checkout: bool = False) -> str | None:
+    """The commit checked out at `path` (with "+dirty" for local changes), or None.
+
+    own_checkout: `path` must be a checkout of its own, not a folder inside another repository
+    (a KernelBench copy unpacked inside this one would otherwise report this one's commit).
+    """
+    if own_checkout:
+        top = _run(["git", "rev-parse", "--show-toplevel"], cwd=path)
+        if top is None or Path(__file__).resolve().is_relative_to(Path(top).resolve()):
+            return None
     commit = _run(["git", "rev-parse", "HEAD"], cwd=path)
     if commit is None:
         return None
@@ -56,7 +64,7 @@ def system_facts(device: str, kernelbench_dir: Path) -> dict:
         "torch_cuda": torch.version.cuda,
         "cuda_gym": cuda_gym.__version__,
         "harness_commit": git_commit(Path(__file__).resolve().parent),
-        "kernelbench_commit": git_commit(kernelbench_dir),
+        "kernelbench_commit": git_commit(kernelbench_dir, own_checkout=True),
     }
     if device == "cuda":
         facts["nvidia_smi"] = gpu_driver()

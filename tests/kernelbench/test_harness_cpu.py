@@ -159,6 +159,43 @@ def test_resume_reruns_only_unfinished_problems(tiny, solutions_run, capsys):
     assert code == 2 and "holds a run with other settings (mode)" in capsys.readouterr().err
 
 
+def test_report_only_rebuilds_the_report_from_the_records_on_any_machine(
+    tiny, solutions_run, tmp_path, capsys
+):
+    out = tmp_path / "copy"
+    shutil.copytree(solutions_run, out)
+    run = json.loads((out / "run.json").read_text())
+    last = run["invocations"][-1]
+    assert last["levels"] == [1, 2] and last["system"]["device"]["device"] == "cpu"
+    # As if the run had judged on another machine: its facts, not this one's, go in the report.
+    last["system"]["device"]["name"] = "The judging GPU"
+    (out / "run.json").write_text(json.dumps(run))
+    (out / "report.json").unlink()
+    sols = ("--solutions-dir", str(tiny["solutions"]))
+    assert harness(tiny, out, *sols, "--report-only", baselines=False) == 0
+    report = load_report(out)
+    check_metrics(report, SOLUTIONS_METRICS)
+    assert report["counts"] == {"done": 4, "missing": 1, "error": 0, "problems": 5, "not_run": 0}
+    assert report["system"]["device"]["name"] == "The judging GPU"
+    assert report["system_source"].startswith("run.json") and report["complete"]
+    # It judged nothing: no invocation added, no record rewritten.
+    assert json.loads((out / "run.json").read_text())["invocations"] == run["invocations"]
+    assert "rebuilt from the records (--report-only)" in (out / "report.md").read_text()
+    # A run begun before invocations recorded their machine: the facts of its last report.
+    for inv in run["invocations"]:
+        inv.pop("system", None)
+    (out / "run.json").write_text(json.dumps(run))
+    assert harness(tiny, out, *sols, "--report-only", baselines=False) == 0
+    assert load_report(out)["system"]["device"]["name"] == "The judging GPU"
+    assert load_report(out)["system_source"].startswith("report.json")
+    capsys.readouterr()
+    # Other result settings are refused, as for a resume; so is a directory without a run.
+    assert harness(tiny, out, *sols, "--mode", "paper", "--report-only", baselines=False) == 2
+    assert "other settings (mode)" in capsys.readouterr().err
+    assert harness(tiny, tmp_path / "none", *sols, "--report-only", baselines=False) == 2
+    assert "no run (no run.json)" in capsys.readouterr().err
+
+
 def test_scripted_agent_plays_the_solutions_through_the_env(tiny, solutions_run):
     out = tiny["root"] / "scripted_out"
     assert harness(tiny, out, "--agent", "scripted", "--solutions-dir", str(tiny["solutions"])) == 0
