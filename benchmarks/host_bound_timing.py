@@ -14,6 +14,10 @@ load beside the timing, all in one process on one GPU, each timed by the judge's
 - `device_built_busy_N`: the first variant while N other processes spin on the CPU (what other
   judge workers' start-up, imports and profiler warm-up do beside a timing);
 - `device_built_again`: the first variant at the end (drift).
+- with `--windows K`: `windows`, the first variant timed K times back to back, first as it is
+  (`free`), then with the timing thread pinned to one CPU (`pinned`): how far the medians of
+  consecutive timing windows of one idle process move (max / min), and whether keeping the
+  launching thread on one core steadies them (a candidate remedy for the judge's timing).
 
     python -m benchmarks.host_bound_timing --kernelbench-dir DIR \\
         --problems level3/29_SwinMLP,level3/9_ResNet18 --busy 4,12 --out F.json
@@ -25,6 +29,7 @@ import argparse
 import importlib.util
 import json
 import multiprocessing
+import os
 import platform
 import sys
 import time
@@ -64,11 +69,30 @@ def _timed(timer: Timer, model, input_sets: list, seeds: list, warmup: int, runs
     stats, _, _ = timer.time_ms(
         model, input_sets, warmup, runs, before_call=lambda k: seed_forward(fseeds[k])
     )
-    keep = ("median_ms", "min_ms", "max_ms", "host_median_ms", "side_work")
-    return {k: stats[k] for k in keep}
+    keep = ("median_ms", "min_ms", "max_ms", "host_median_ms", "side_work", "sm_clock_mhz_after")
+    return {k: stats[k] for k in keep if k in stats}
 
 
-def measure(task, device: str, busy: list[int], warmup: int, runs: int) -> dict:
+def _windows(timer: Timer, model, first: list, k: int, warmup: int, runs: int) -> dict:
+    """K back-to-back timings, free and then pinned to one CPU; their medians and spread."""
+    out = {}
+    allowed = os.sched_getaffinity(0)
+    for name, cpus in (("free", allowed), ("pinned", {max(allowed)})):
+        os.sched_setaffinity(0, cpus)  # this (the launching) thread only
+        try:
+            stats = [_timed(timer, model, first, SEEDS[:1], warmup, runs) for _ in range(k)]
+        finally:
+            os.sched_setaffinity(0, allowed)
+        medians = [st["median_ms"] for st in stats]
+        out[name] = {
+            "medians_ms": medians,
+            "max_over_min": round(max(medians) / min(medians), 4),
+            "sm_clock_mhz_after": [st.get("sm_clock_mhz_after") for st in stats],
+        }
+    return out
+
+
+def measure(task, device: str, busy: list[int], warmup: int, runs: int, windows: int = 0) -> dict:
     """Every variant of one problem (see the module doc)."""
     init = task.get_init_inputs()
     torch.manual_seed(INIT_SEED)
@@ -101,9 +125,12 @@ def measure(task, device: str, busy: list[int], warmup: int, runs: int) -> dict:
                 for p in spinners:
                     p.join()
         out["device_built_again"] = _timed(timer, on_device, first, SEEDS[:1], warmup, runs)
+        win = _windows(timer, on_device, first, windows, warmup, runs) if windows > 0 else None
     base = out["device_built"]["median_ms"]
     for stats in out.values():
         stats["ratio_to_device_built"] = round(stats["median_ms"] / base, 4)
+    if win is not None:
+        out["windows"] = win
     return out
 
 
@@ -118,6 +145,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--warmup-runs", type=int, default=3)
     p.add_argument("--timed-runs", type=int, default=100)
+    p.add_argument(
+        "--windows", type=int, default=0, help="time K windows free and K pinned to one CPU"
+    )
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     root = Path(a.kernelbench_dir)
@@ -137,7 +167,8 @@ def main(argv: list[str] | None = None) -> dict:
     }
     for name in [x.strip() for x in a.problems.split(",") if x.strip()]:
         try:
-            result = measure(load_problem(root, name), a.device, busy, a.warmup_runs, a.timed_runs)
+            task = load_problem(root, name)
+            result = measure(task, a.device, busy, a.warmup_runs, a.timed_runs, a.windows)
         except Exception as exc:  # one problem that cannot run is reported, not fatal
             result = {"error": f"{type(exc).__name__}: {exc}"}
         report["results"][name] = result
@@ -150,7 +181,12 @@ def main(argv: list[str] | None = None) -> dict:
         cells = ", ".join(
             f"{k} {v['median_ms']:.3f} ms ({v['ratio_to_device_built']:.2f})"
             for k, v in result.items()
+            if k != "windows"
         )
+        if "windows" in result:
+            cells += ", windows max/min " + ", ".join(
+                f"{k} {v['max_over_min']:.2f}" for k, v in result["windows"].items()
+            )
         print(f"{name}: {cells}", flush=True)
         if a.device == "cuda":
             torch.cuda.empty_cache()

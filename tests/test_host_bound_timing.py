@@ -32,7 +32,8 @@ def test_every_variant_is_timed_and_compared_with_the_device_built_model(tmp_pat
     (tmp_path / "KernelBench" / "level3" / "1_Small.py").write_text(PROBLEM)
     out = tmp_path / "r.json"
     argv = ["--kernelbench-dir", str(tmp_path), "--problems", "level3/1_Small,level3/2_Missing"]
-    main([*argv, "--device", "cpu", "--busy", "1", "--timed-runs", "5", "--out", str(out)])
+    argv += ["--device", "cpu", "--busy", "1", "--timed-runs", "5", "--windows", "2"]
+    main([*argv, "--out", str(out)])
     report = json.loads(out.read_text())
     result = report["results"]["level3/1_Small"]
     assert set(result) == {
@@ -41,7 +42,11 @@ def test_every_variant_is_timed_and_compared_with_the_device_built_model(tmp_pat
         "host_built_all_sets",
         "device_built_busy_1",
         "device_built_again",
+        "windows",
     }
+    windows = result.pop("windows")
+    for name in ("free", "pinned"):
+        assert len(windows[name]["medians_ms"]) == 2 and windows[name]["max_over_min"] >= 1.0
     assert result["device_built"]["ratio_to_device_built"] == 1.0
     assert all(v["median_ms"] > 0 and v["ratio_to_device_built"] > 0 for v in result.values())
     assert "FileNotFoundError" in report["results"]["level3/2_Missing"]["error"]
