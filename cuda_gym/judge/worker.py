@@ -244,10 +244,12 @@ def run_probe(req: dict, rep: _Reporter) -> None:
                     out64 = _as_list(model64(*_to_double(inputs)))
                 except Exception:
                     model64, fp64_ok = None, False
-            if out64 is not None and not _fp64_agrees(out, out64):
+            if dist == "as_is" and out64 is not None and not _fp64_agrees(out, out64):
                 # The float64 pass computes something else: a random draw that depends on the
                 # dtype (CUDA's dropout kernels consume the generator differently per dtype),
                 # or dtype-dependent code. It cannot bound float32 error; strict falls back.
+                # Checked on the task's own inputs only: the wide-range ones can make honest
+                # float32 error exceed 1e-2 where sums cancel, and fp64 is the right bound there.
                 model64, fp64_ok, out64 = None, False, None
                 fp64_disagrees = True
             if roofline is None:
