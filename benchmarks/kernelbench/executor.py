@@ -19,8 +19,14 @@ from typing import Any, Protocol
 class Executor(Protocol):
     """Runs `fn(item)` for every item; yields the results as they finish."""
 
-    def map_unordered(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
-        """Results in completion order."""
+    def map_unordered(
+        self,
+        fn: Callable[[Any], Any],
+        items: Iterable[Any],
+        cost: Callable[[Any], float] | None = None,
+        budget: float | None = None,
+    ) -> Iterator[Any]:
+        """Results in completion order; jobs in flight together cost at most `budget`."""
         ...
 
     def close(self) -> None:
@@ -31,8 +37,14 @@ class Executor(Protocol):
 class InlineExecutor:
     """Runs jobs one after another in this process."""
 
-    def map_unordered(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
-        """Results in submission order (= completion order)."""
+    def map_unordered(
+        self,
+        fn: Callable[[Any], Any],
+        items: Iterable[Any],
+        cost: Callable[[Any], float] | None = None,
+        budget: float | None = None,
+    ) -> Iterator[Any]:
+        """Results in submission order (= completion order); one job at a time fits any budget."""
         for item in items:
             yield fn(item)
 
@@ -64,23 +76,43 @@ class ProcessExecutor:
             max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(queue,)
         )
 
-    def map_unordered(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
-        """Results in completion order; a job's exception is raised when its turn comes."""
-        pending: set[Future] = set()
-        todo = iter(items)
-        for item in todo:
-            pending.add(self._pool.submit(fn, item))
-            if len(pending) >= self.workers:
-                break
+    def map_unordered(
+        self,
+        fn: Callable[[Any], Any],
+        items: Iterable[Any],
+        cost: Callable[[Any], float] | None = None,
+        budget: float | None = None,
+    ) -> Iterator[Any]:
+        """Results in completion order; a job's exception is raised when its turn comes.
+
+        With `cost` and `budget`, jobs in flight together cost at most `budget` (e.g. GPU
+        memory): a job that does not fit waits, and later jobs that fit start before it. A job
+        that costs more than the whole budget runs when nothing else does.
+        """
+        waiting = list(items)
+        pending: dict[Future, float] = {}
+        costs = [cost(item) if cost else 0.0 for item in waiting]
+
+        def admit() -> None:
+            used = sum(pending.values())
+            i = 0
+            while len(pending) < self.workers and i < len(waiting):
+                if budget is None or not pending or used + costs[i] <= budget:
+                    item, c = waiting.pop(i), costs.pop(i)
+                    pending[self._pool.submit(fn, item)] = c
+                    used += c
+                else:
+                    i += 1
+
+        admit()
         while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
+                del pending[future]
                 yield future.result()
                 # The next job starts only when the caller asks for more: a caller that stops
                 # (the harness's --max-wall-s) starts nothing after it stopped.
-                nxt = next(todo, None)
-                if nxt is not None:
-                    pending.add(self._pool.submit(fn, nxt))
+                admit()
 
     def close(self) -> None:
         """Stop the workers (jobs in flight are cancelled where possible)."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from benchmarks.kernelbench.baseline_file import BaselineFile, shipped_baseline_files
 from benchmarks.kernelbench.config import HARNESS_VERSION, HarnessConfig
 from benchmarks.kernelbench.executor import make_executor
+from benchmarks.kernelbench.footprint import estimate_bytes
 from benchmarks.kernelbench.jobs import ProblemJob, run_problem
 from benchmarks.kernelbench.metrics import Outcome, effort, summarize
 from benchmarks.kernelbench.problems import Problem, discover_problems
@@ -228,13 +229,46 @@ def run(cfg: HarnessConfig) -> dict:
     return report
 
 
+# Share of the GPUs' memory that the problems judged at once may need together (estimates).
+MEMORY_SHARE = 0.9
+
+
+def memory_budget(cfg: HarnessConfig) -> float | None:
+    """GPU bytes the problems in flight may need together, or None for no limit.
+
+    Only where several problems share a GPU. With several GPUs it is their sum: a pair that
+    still lands on one GPU and runs out of memory is judged again alone.
+    """
+    if cfg.device != "cuda" or cfg.workers <= max(1, len(cfg.gpus or ())):
+        return None
+    try:
+        import torch
+
+        indices = list(cfg.gpus or range(torch.cuda.device_count()))
+        per_gpu = min(torch.cuda.get_device_properties(i).total_memory for i in indices)
+    except Exception as exc:  # no CUDA here after all: no limit, the OOM reruns remain
+        logger.warning("no GPU memory budget (%s)", exc)
+        return None
+    return MEMORY_SHARE * per_gpu * len(indices)
+
+
+def _job_bytes(job: ProblemJob) -> float:
+    return float(estimate_bytes(job.problem) or 0)
+
+
 def _run_jobs(cfg: HarnessConfig, jobs: list, progress: Progress, deadline: float | None) -> bool:
-    """Run the jobs on cfg's workers; True when stopped by the deadline."""
+    """Run the jobs on cfg's workers; True when stopped by the deadline.
+
+    Where several problems share a GPU, those whose estimated memory (footprint.py) would not
+    fit beside each other are not judged at once.
+    """
     executor = make_executor(cfg.workers, cfg.gpus)
+    budget = memory_budget(cfg)
+    cost = _job_bytes if budget is not None else None
     try:
         # Each job writes its own record, so jobs still in flight when the run stops (the
         # deadline, an interrupt) are kept.
-        for record in executor.map_unordered(run_problem, jobs):
+        for record in executor.map_unordered(run_problem, jobs, cost, budget):
             progress.update(record)
             if deadline and time.monotonic() > deadline and progress.done < progress.total:
                 logger.warning("--max-wall-s reached: stopping; run again to resume")

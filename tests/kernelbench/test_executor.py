@@ -64,3 +64,58 @@ def test_a_caller_that_stops_starts_no_further_job(tmp_path):
     finally:
         ex.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["started_0", "started_1"]
+
+
+def log_span(args: tuple[str, str, float]) -> str:
+    folder, name, seconds = args
+    start = time.monotonic()
+    time.sleep(seconds)
+    with open(os.path.join(folder, "spans"), "a") as f:
+        f.write(f"{name} {start} {time.monotonic()}\n")
+    return name
+
+
+def test_jobs_that_would_not_fit_together_are_not_run_at_once(tmp_path):
+    # Cost as GPU memory: two "big" jobs (70 each) never run at once under a budget of 100;
+    # the small ones (5) start beside a big one, also ahead of a big one that must wait.
+    jobs = [
+        (str(tmp_path), name, 0.6 if name.startswith("big") else 0.2)
+        for name in ("big1", "big2", "small1", "small2", "small3", "big3")
+    ]
+    ex = ProcessExecutor(3)
+    try:
+        done = list(
+            ex.map_unordered(
+                log_span, jobs, cost=lambda j: 70 if j[1].startswith("big") else 5, budget=100
+            )
+        )
+    finally:
+        ex.close()
+    assert sorted(done) == sorted(j[1] for j in jobs)
+    spans = {}
+    for line in (tmp_path / "spans").read_text().splitlines():
+        name, start, end = line.split()
+        spans[name] = (float(start), float(end))
+    bigs = sorted(spans[n] for n in spans if n.startswith("big"))
+    assert all(a[1] <= b[0] for a, b in zip(bigs, bigs[1:])), bigs  # one big at a time
+    # A small one ran beside the first big one (not after all of them).
+    assert any(spans[s][0] < spans["big1"][1] for s in ("small1", "small2", "small3"))
+
+
+def test_a_job_costing_more_than_the_budget_runs_alone(tmp_path):
+    jobs = [(str(tmp_path), name, 0.3) for name in ("huge", "small")]
+    ex = ProcessExecutor(2)
+    try:
+        done = list(
+            ex.map_unordered(
+                log_span, jobs, cost=lambda j: 500 if j[1] == "huge" else 5, budget=100
+            )
+        )
+    finally:
+        ex.close()
+    assert sorted(done) == ["huge", "small"]
+    spans = {
+        line.split()[0]: [float(x) for x in line.split()[1:]]
+        for line in (tmp_path / "spans").read_text().splitlines()
+    }
+    assert spans["huge"][1] <= spans["small"][0]
