@@ -10,16 +10,28 @@ The estimate runs the problem's `get_inputs()`, `Model(...)` and `forward` on Py
 device, which computes shapes and dtypes but allocates nothing. Where forward cannot run there
 (data-dependent operators) or is slow there (recurrent layers), the outputs are taken to be as
 large as the inputs.
+
+    python -m benchmarks.kernelbench.footprint --kernelbench-dir DIR [--levels 1,2,3] \
+        [--run OUT] [--out F.json]
+
+prints every problem's estimate and, with --run, the peak each judgement measured (the judge's
+`device_peak_bytes` flag: PyTorch's reserved bytes in the candidate and reference workers) beside
+it, so the estimate can be checked against a GPU run.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
+import json
 import logging
+import statistics
+from pathlib import Path
 
 import torch
 
-from benchmarks.kernelbench.problems import Problem
+from benchmarks.kernelbench.problems import Problem, discover_problems
+from benchmarks.kernelbench.records import read_record
 
 logger = logging.getLogger(__name__)
 
@@ -63,3 +75,64 @@ def estimate_bytes(problem: Problem) -> int | None:
         logger.debug("%s: no memory estimate (%s)", problem.key, exc)
         return None
     return INPUT_SETS * in_bytes + OUTPUT_SETS * out_bytes + 2 * weight_bytes + SLACK_BYTES
+
+
+def measured_bytes(record: dict | None) -> int | None:
+    """The larger of a judgement's two workers' peak reserved bytes, if its record has them."""
+    peaks = (((record or {}).get("verdict") or {}).get("flags") or {}).get("device_peak_bytes")
+    if not isinstance(peaks, dict):
+        return None
+    values = [p.get("reserved") for p in peaks.values() if isinstance(p, dict)]
+    values = [v for v in values if type(v) is int]
+    return max(values) if values else None
+
+
+def check_estimates(kernelbench_dir: Path, levels: tuple[int, ...], run: Path | None) -> dict:
+    """Each problem's estimate (GiB), with the run's measured peak and their ratio where known."""
+    gib = float(1 << 30)
+    rows = []
+    for problem in discover_problems(kernelbench_dir, levels):
+        est = estimate_bytes(problem)
+        meas = measured_bytes(read_record(run, problem)) if run else None
+        rows.append(
+            {
+                "problem": problem.key,
+                "estimate_gib": None if est is None else round(est / gib, 3),
+                "measured_gib": None if meas is None else round(meas / gib, 3),
+                "measured_over_estimate": round(meas / est, 3) if est and meas else None,
+            }
+        )
+    ratios = [r["measured_over_estimate"] for r in rows if r["measured_over_estimate"]]
+    return {
+        "kernelbench_dir": str(kernelbench_dir),
+        "run": str(run) if run else None,
+        "problems": len(rows),
+        "estimated": sum(r["estimate_gib"] is not None for r in rows),
+        "measured": len(ratios),
+        "ratio_median": statistics.median(ratios) if ratios else None,
+        "ratio_max": max(ratios) if ratios else None,
+        # Where the estimate was too low, problems it let run together could still collide.
+        "under_estimated": [r["problem"] for r in rows if (r["measured_over_estimate"] or 0) > 1],
+        "rows": rows,
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Print the check as JSON (and write it to --out)."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--kernelbench-dir", required=True)
+    p.add_argument("--levels", default="1,2,3")
+    p.add_argument("--run", default=None, help="a harness output directory with records")
+    p.add_argument("--out", default=None)
+    a = p.parse_args(argv)
+    levels = tuple(int(x) for x in a.levels.split(",") if x.strip())
+    result = check_estimates(Path(a.kernelbench_dir), levels, Path(a.run) if a.run else None)
+    text = json.dumps(result, indent=1) + "\n"
+    print(text, end="")
+    if a.out:
+        Path(a.out).write_text(text)
+    return result
+
+
+if __name__ == "__main__":
+    main()

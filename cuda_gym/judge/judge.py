@@ -534,6 +534,22 @@ def _read_stage(path: Path) -> str | None:
 def _add_worker_stages(verdict: Verdict, role: str, result: dict) -> None:
     for stage, seconds in (result.get("stage_s") or {}).items():
         verdict.stage_times_s[f"{role}.{stage}"] = seconds
+    peak = _device_peak(result.get("device_peak"))
+    if peak:
+        verdict.flags.setdefault("device_peak_bytes", {})[role] = peak
+
+
+def _device_peak(report) -> dict | None:
+    """A worker's peak GPU memory (allocated and reserved bytes); None unless both are whole.
+
+    For diagnosis, and for checking the KernelBench harness's memory estimates.
+    """
+    if not isinstance(report, dict):
+        return None
+    keys = ("allocated", "reserved")
+    if not all(type(report.get(k)) is int and report[k] >= 0 for k in keys):
+        return None
+    return {k: report[k] for k in keys}
 
 
 def _check_timing_integrity(verdict: Verdict, timing: dict, kernels: dict | None) -> None:

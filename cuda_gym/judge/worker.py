@@ -55,9 +55,31 @@ class _Reporter:
         self._close_stage()
         result.setdefault("stage", self.stage)
         result.setdefault("stage_s", self.stage_s)
+        result.setdefault("device_peak", _device_peak())
         tmp = self.result_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(result))
         tmp.replace(self.result_path)
+
+
+def _device_peak() -> dict | None:
+    """The most GPU memory PyTorch's allocator held in this process, or None.
+
+    "allocated": bytes in tensors; "reserved": bytes taken from the driver (what other processes
+    lose). None where the process never used CUDA. The CUDA context (some hundred MiB) is not
+    counted.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        if not torch.cuda.is_initialized():
+            return None
+        return {
+            "allocated": int(torch.cuda.max_memory_allocated()),
+            "reserved": int(torch.cuda.max_memory_reserved()),
+        }
+    except Exception:  # a broken CUDA state: the result matters more than this figure
+        return None
 
 
 # This worker's DeviceGate (cuda_gym.runtime.device_gate), when the judge asked for one: held

@@ -41,6 +41,9 @@ def test_correct_cuda_kernel_is_accepted_and_timed(judge, task, tmp_path):
     assert verdict.time_ms["candidate"] > 0 and verdict.time_ms["eager"] > 0
     assert verdict.time_ms["compile"] > 0
     assert "gated_multiply_vec4" in verdict.profile_table
+    for role in ("candidate", "reference"):
+        peak = verdict.flags["device_peak_bytes"][role]
+        assert peak["reserved"] >= peak["allocated"] > 0, peak
     keys = (
         "time_ms",
         "speedup_vs_eager",

@@ -39,6 +39,8 @@ def test_correct_kernel_is_accepted_with_timings(judge, task, tmp_path):
     # The outputs crossed to the reference through the arena; nothing to register on the CPU.
     transfer = verdict.flags["outputs_transfer"]
     assert transfer["arena_bytes"] > 0 and transfer["host_bytes"] == transfer["pinned_bytes"] == 0
+    # No GPU memory was used, so no peak is reported.
+    assert "device_peak_bytes" not in verdict.flags
 
 
 def test_wrong_kernel_is_rejected(judge, task, tmp_path):

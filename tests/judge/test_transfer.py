@@ -195,3 +195,23 @@ def test_the_transfer_report_in_the_verdict_takes_whole_numbers_only():
     assert _outputs_transfer({"arena_bytes": -1, "host_bytes": 0, "pinned_bytes": 0}) is None
     assert _outputs_transfer({"arena_bytes": True, "host_bytes": 0, "pinned_bytes": 0}) is None
     assert _outputs_transfer(["arena_bytes"]) is None and _outputs_transfer(None) is None
+
+
+def test_only_whole_byte_counts_are_kept_as_a_workers_peak_memory():
+    from cuda_gym.judge.judge import _device_peak
+
+    assert _device_peak({"allocated": 5, "reserved": 8}) == {"allocated": 5, "reserved": 8}
+    assert _device_peak({"allocated": 5, "reserved": 8, "x": 1}) == {"allocated": 5, "reserved": 8}
+    assert _device_peak({"allocated": 5}) is None
+    assert _device_peak({"allocated": 5.0, "reserved": 8}) is None
+    assert _device_peak({"allocated": -1, "reserved": 8}) is None
+    assert _device_peak({"allocated": False, "reserved": 8}) is None
+    assert _device_peak(None) is None and _device_peak([5, 8]) is None
+
+
+def test_a_worker_that_never_used_cuda_reports_no_peak_memory():
+    import torch  # noqa: F401  (imported, as in every worker, but CUDA is not initialised)
+
+    from cuda_gym.judge.worker import _device_peak
+
+    assert _device_peak() is None

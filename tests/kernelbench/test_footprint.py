@@ -1,5 +1,7 @@
 """GPU memory estimates of KernelBench problems, computed on the meta device (no allocation)."""
 
+import json
+
 import pytest
 
 from benchmarks.kernelbench.footprint import (
@@ -114,3 +116,31 @@ def test_a_memory_budget_only_where_problems_share_a_gpu(tmp_path):
     )
     # Shared, but no GPU on this machine: no budget (the out-of-memory reruns still apply).
     assert memory_budget(parse_args([*base, "--device", "cuda", "--workers", "4"])) is None
+
+
+def test_the_check_sets_each_estimate_beside_the_peak_its_judgement_measured(problems, tmp_path):
+    from benchmarks.kernelbench.footprint import main
+    from benchmarks.kernelbench.records import write_record
+
+    run = tmp_path / "run"
+    outer = estimate_bytes(problems["2_Outer"])
+    peaks = {"candidate": {"allocated": 1, "reserved": 2 * outer}, "reference": {}}
+    write_record(run, problems["2_Outer"], {"verdict": {"flags": {"device_peak_bytes": peaks}}})
+    small = {"reference": {"allocated": 1, "reserved": outer // 4}}
+    write_record(run, problems["3_Nonzero"], {"verdict": {"flags": {"device_peak_bytes": small}}})
+    write_record(run, problems["1_HugeReLU"], {"verdict": {"flags": {}}})  # judged before peaks
+    root = problems["2_Outer"].path.parent.parent
+    out = tmp_path / "check.json"
+    result = main(
+        ["--kernelbench-dir", str(root), "--levels", "1", "--run", str(run), "--out", str(out)]
+    )
+    assert result == json.loads(out.read_text())
+    rows = {r["problem"]: r for r in result["rows"]}
+    assert rows["level1/2_Outer"]["measured_over_estimate"] == 2.0
+    assert rows["level1/3_Nonzero"]["measured_over_estimate"] == pytest.approx(
+        (outer // 4) / estimate_bytes(problems["3_Nonzero"]), abs=1e-3
+    )
+    assert rows["level1/1_HugeReLU"]["measured_gib"] is None
+    assert rows["level1/4_Broken"]["estimate_gib"] is None
+    assert result["problems"] == 4 and result["estimated"] == 3 and result["measured"] == 2
+    assert result["under_estimated"] == ["level1/2_Outer"] and result["ratio_max"] == 2.0
