@@ -19,6 +19,7 @@ from benchmarks.kernelbench.config import HARNESS_VERSION, HarnessConfig
 from benchmarks.kernelbench.problems import Problem
 from benchmarks.kernelbench.records import OUT_OF_MEMORY, write_record
 from benchmarks.kernelbench.solutions import find_solution, solution_files, write_solution_dir
+from benchmarks.kernelbench.system import harness_commit
 from cuda_gym.agents import (
     ChatAgentConfig,
     OpenAIChatAgent,
@@ -61,6 +62,7 @@ def run_problem(job: ProblemJob) -> dict:
         "kind": cfg.kind,
         "status": "done",
         "harness_version": HARNESS_VERSION,
+        "harness_commit": harness_commit(),
     }
     try:
         task = problem.task().for_device(cfg.device)

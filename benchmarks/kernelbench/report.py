@@ -32,6 +32,8 @@ def markdown(report: dict) -> str:
         f"({sysf['device']['name']}); precision mode: **{cfg['mode']}**",
         f"- torch {sysf['torch']} (CUDA {sysf['torch_cuda']}); cuda_gym {sysf['cuda_gym']}; "
         f"harness {report['harness_version']} at {sysf.get('harness_commit')}",
+        "- records judged by harness commit: "
+        + ", ".join(f"{c} ({n})" for c, n in report.get("records_by_harness_commit", {}).items()),
         f"- KernelBench: {cfg['kernelbench_dir']} at {sysf.get('kernelbench_commit')}",
         f"- timing: {report['timing']['description']}",
         f"- numerics: {report['numerics']}",

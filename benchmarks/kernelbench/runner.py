@@ -11,6 +11,7 @@ import json
 import logging
 import sys
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -375,6 +376,11 @@ def build_report(
         "speedup_spread": speedup_spread(present),
         "effort": efforts,
         "run_wall_s": run_wall_s,
+        # Which trees judged the records (a run resumed over several commits has several);
+        # records from before commits were recorded count as "unrecorded".
+        "records_by_harness_commit": dict(
+            Counter(r.get("harness_commit") or "unrecorded" for r in present).most_common()
+        ),
         "problems": rows,
     }
 

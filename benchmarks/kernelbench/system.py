@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import platform
 import shutil
 import subprocess
@@ -39,6 +41,17 @@ def git_commit(path: Path, own_checkout: bool = False) -> str | None:
     return commit + ("+dirty" if dirty else "")
 
 
+# Names the tree that runs when git cannot (a copy of the working tree without its metadata, or
+# with stale metadata, as on a lent GPU machine): set it to the commit the copy was made from.
+HARNESS_COMMIT_ENV = "CUDA_GYM_HARNESS_COMMIT"
+
+
+@functools.cache
+def harness_commit() -> str | None:
+    """The commit of this harness's tree: $CUDA_GYM_HARNESS_COMMIT when set, else git's."""
+    return os.environ.get(HARNESS_COMMIT_ENV) or git_commit(Path(__file__).resolve().parent)
+
+
 def gpu_driver() -> dict | None:
     """GPU names and driver version from nvidia-smi, or None without it."""
     out = _run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
@@ -63,7 +76,7 @@ def system_facts(device: str, kernelbench_dir: Path) -> dict:
         "torch": torch.__version__,
         "torch_cuda": torch.version.cuda,
         "cuda_gym": cuda_gym.__version__,
-        "harness_commit": git_commit(Path(__file__).resolve().parent),
+        "harness_commit": harness_commit(),
         "kernelbench_commit": git_commit(kernelbench_dir, own_checkout=True),
     }
     if device == "cuda":

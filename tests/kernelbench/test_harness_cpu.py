@@ -10,6 +10,7 @@ import json
 import math
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -135,7 +136,11 @@ def test_solutions_dir_metrics_match_hand_computed_values(solutions_run):
     assert report["system"]["torch"] and report["system"]["device"]["device"] == "cpu"
     assert all(len(p["file_sha256"]) == 64 for p in report["problems"])
     assert report["harness_version"]
+    # Every record names the tree that judged it; the report counts them by commit.
+    assert record["harness_commit"] == report["system"]["harness_commit"]
+    assert report["records_by_harness_commit"] == {record["harness_commit"]: 5}
     md = (solutions_run / "report.md").read_text()
+    assert f"records judged by harness commit: {record['harness_commit']} (5)" in md
     assert "| level1 | 3 | 66.7% | 33.3% | 33.3% |" in md
     assert "| overall | 5 | 60.0% | 40.0% | 40.0% |" in md
     assert "level1/3_AddBias | missing" in md
@@ -355,3 +360,16 @@ def test_shipped_baselines_are_used_unless_refused(tiny, tmp_path, monkeypatch):
     assert main([*argv, "--out", str(tmp_path / "without"), "--no-shipped-baselines"]) == 0
     record = json.loads((tmp_path / "without/records/level1/1_ReLU.json").read_text())
     assert record["time_ms"]["eager"] != BASELINE_MS["level1/1_ReLU"][0]
+
+
+def test_the_harness_commit_can_be_named_where_git_cannot_tell_it(monkeypatch):
+    from benchmarks.kernelbench import system
+
+    # A copy of the tree with stale git metadata (a lent GPU machine) is told its commit.
+    monkeypatch.setenv(system.HARNESS_COMMIT_ENV, "0123abc")
+    system.harness_commit.cache_clear()
+    try:
+        assert system.harness_commit() == "0123abc"
+        assert system.system_facts("cpu", Path("."))["harness_commit"] == "0123abc"
+    finally:
+        system.harness_commit.cache_clear()
