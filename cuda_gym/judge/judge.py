@@ -160,8 +160,12 @@ class Judge:
         verdict.duration_s = time.monotonic() - start
         return verdict
 
-    def probe_task(self, task: Task) -> dict:
-        """The task's probe, cached: usable input distributions, fp64 support, trivial answers."""
+    def probe_task(self, task: Task, run: dict | None = None) -> dict:
+        """The task's probe, cached: usable input distributions, fp64 support, trivial answers.
+
+        run: when given and the probe is not cached, it receives the probe worker's run
+        ("duration_s", and its "result" with the stage times and peak memory).
+        """
         if task.device == "any":
             task = task.for_device(self.config.device)
         key = probe_key(task.content_hash, self.info)
@@ -188,6 +192,8 @@ class Judge:
                     # Out of memory beside other judgements: once more, alone on the device.
                     request["gate_alone"] = True
                     res = self._run_worker("probe", Path(tmp), request, timeout_s, task=task)
+            if run is not None:
+                run.update(duration_s=res["duration_s"], result=res.get("result") or {})
             if not res["ok"]:
                 raise WorkerError(f"probing task {task.task_id!r} failed: {res['error']}")
             probe = res["result"]
@@ -237,7 +243,11 @@ class Judge:
             verdict.error = "Build failed:\n" + build.errors
             return
 
-        probe = self.probe_task(task)
+        probe_run: dict = {}
+        probe = self.probe_task(task, probe_run)
+        if probe_run:  # probed for this judgement (not cached): its time and memory
+            verdict.stage_times_s["probe"] = probe_run["duration_s"]
+            _add_worker_stages(verdict, "probe", probe_run["result"])
         if probe["degenerate"].get(cfg.tolerance_mode):
             verdict.flags["degenerate_task"] = probe["degenerate"][cfg.tolerance_mode]
         if probe.get("fp64_disagrees") and cfg.tolerance_mode == "strict":

@@ -157,3 +157,14 @@ def test_a_float64_pass_that_disagrees_is_not_used_as_the_strict_reference():
     assert verdict.correct and verdict.verdict == "accept", (verdict.details, verdict.violations)
     assert verdict.flags.get("fp64_disagrees") is True
     assert "degenerate_task" not in verdict.flags
+
+
+def test_a_judgement_that_probes_its_task_reports_the_probes_time(tmp_path):
+    judge = Judge(JudgeConfig(device="cpu", cache_dir=tmp_path, baselines=("eager",)))
+    task = task_from_string(TASK, "scaled_relu")
+    first = judge.evaluate_reference_as_candidate(task, timing=False)
+    assert first.correct, first.error
+    assert first.stage_times_s["probe"] > 0 and first.stage_times_s["probe.probe"] > 0
+    # The probe is cached from then on: later judgements of the task do not pay for it.
+    second = judge.evaluate_reference_as_candidate(task, timing=False)
+    assert second.correct and not any(s.startswith("probe") for s in second.stage_times_s)
