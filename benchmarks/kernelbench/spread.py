@@ -1,5 +1,6 @@
 """The speedup spread of a run directory's records as they stand (the report's figure, between
-invocations): per level, overall, GPU-bound and host-bound, plus counts and wall time.
+invocations): per level, overall, GPU-bound and host-bound, plus counts, wall time and where the
+problems' time went (each judge stage's seconds summed over the records).
 
     python -m benchmarks.kernelbench.spread OUT [--out F.json]
 """
@@ -29,6 +30,30 @@ def summarize_run(out: Path) -> dict:
         },
         "total_wall_s": round(sum(i["wall_s"] for i in run.get("invocations", [])), 1),
         "speedup_spread": speedup_spread(records),
+        **stage_seconds(records),
+    }
+
+
+def stage_seconds(records: list[dict]) -> dict:
+    """Each judge stage's seconds summed over the records, and what no stage accounts for.
+
+    "candidate.gate" and the like are waits for the device's gate (another worker timing);
+    "unaccounted_s" is the problems' wall time outside the build and the two workers (before
+    the judge recorded the probe's time, mostly the probe).
+    """
+    totals: dict[str, float] = {}
+    unaccounted = 0.0
+    for record in records:
+        stages = (record.get("verdict") or {}).get("stage_times_s") or {}
+        for stage, seconds in stages.items():
+            if isinstance(seconds, (int, float)):
+                totals[stage] = totals.get(stage, 0.0) + seconds
+        if record.get("wall_s") is not None and stages:
+            whole = sum(stages.get(s) or 0.0 for s in ("build", "probe", "candidate", "reference"))
+            unaccounted += record["wall_s"] - whole
+    return {
+        "stage_s_total": {k: round(v, 1) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])},
+        "unaccounted_s": round(unaccounted, 1),
     }
 
 

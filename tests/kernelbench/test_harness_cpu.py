@@ -16,6 +16,7 @@ import pytest
 
 from benchmarks.kernelbench.__main__ import main, parse_args
 from benchmarks.kernelbench.solutions import unique_extension_names
+from benchmarks.kernelbench.spread import summarize_run
 from cuda_gym.agents import read_trajectory
 from tests.agents.chat_server import ChatServer, completion, conversation_errors, tool_call
 from tests.kernelbench.tiny_kernelbench import (
@@ -328,6 +329,14 @@ def test_reference_as_solution_sanity_run_with_plots(tiny):
     assert record["verdict"]["flags"]["reference_as_candidate"] is True
     spread = report["speedup_spread"]["level1"]["eager"]
     assert spread["n"] == 3 and spread["p05"] <= spread["median"] <= spread["p95"]
+    # Between invocations, the spread and where the time went, from the records as they stand.
+    summary = summarize_run(out)
+    assert summary["speedup_spread"] == report["speedup_spread"] and summary["records"] == 3
+    stages = summary["stage_s_total"]
+    assert stages["candidate"] > stages["candidate.timing"] > 0 and stages["reference"] > 0
+    # The probe's time counts (a stage of its own); the rest is the harness's own bookkeeping.
+    walls = sum(r["wall_s"] for r in report["problems"])
+    assert 0 <= summary["unaccounted_s"] < 0.5 * walls
     for name in ("speedup_distribution", "pass_faster"):
         assert (out / report["plots"][name]).stat().st_size > 1000
         assert f"plots/{name}.png" in (out / "report.md").read_text()
