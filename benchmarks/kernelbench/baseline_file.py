@@ -23,6 +23,11 @@ FORMAT = "cuda_gym-kernelbench-baselines-1"
 SHIPPED_DIR = Path(__file__).with_name("baselines")
 
 
+# What an entry records about where it was measured (besides the problem): a run's own entries
+# whose key differs from the stored one differ in one of these, or in something unrecorded.
+MATCH_FIELDS = ("task_hash", "torch", "cuda", "driver", "warmup_runs", "timed_runs")
+
+
 def shipped_baseline_files() -> list[Path]:
     """The baseline files shipped in SHIPPED_DIR."""
     return sorted(SHIPPED_DIR.glob("*.json"))
@@ -65,6 +70,26 @@ class BaselineFile:
                 self.entries[key] = {**meta, "baselines": baselines}
                 added += 1
         return added
+
+    def mismatches(self, wanted: dict[str, dict]) -> tuple[int, list[str]]:
+        """Entries for the same problems on the same GPU model whose keys `wanted` lacks.
+
+        Such entries were measured under other software or settings (another driver, torch or
+        CUDA version, other timing settings, or another version of the problem) and do not
+        apply. Returns how many, and the recorded fields in which they differ.
+        """
+        matched = {wanted[key]["problem"] for key in self.entries if key in wanted}
+        by_problem = {meta["problem"]: meta for meta in wanted.values()}
+        count, differ = 0, set()
+        for entry in self.entries.values():
+            meta = by_problem.get(entry.get("problem"))
+            if meta is None or meta["problem"] in matched:
+                continue  # not wanted, or this file has the problem's baselines for here too
+            if entry.get("device_name") != meta["device_name"]:
+                continue
+            count += 1
+            differ |= {f for f in MATCH_FIELDS if f in entry and entry[f] != meta.get(f)}
+        return count, sorted(differ)
 
     def save(self) -> None:
         """Write the file atomically, entries sorted by problem."""

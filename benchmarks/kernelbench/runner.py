@@ -52,11 +52,18 @@ def claim_run_dir(cfg: HarnessConfig) -> None:
     )
 
 
-def record_invocation(cfg: HarnessConfig, wall_s: float, system: dict | None = None) -> list[dict]:
+def record_invocation(
+    cfg: HarnessConfig,
+    wall_s: float,
+    system: dict | None = None,
+    baselines_at_start: dict | None = None,
+) -> list[dict]:
     """Add this invocation's wall time (and system facts) to run.json; return every invocation's.
 
     A run resumed over several invocations (--max-wall-s, interruptions) reports its total; the
-    facts of the machine each ran on let `--report-only` rebuild the report elsewhere.
+    facts of the machine each ran on let `--report-only` rebuild the report elsewhere;
+    `baselines_at_start` (how many problems' baselines were known before it began) tells how much
+    of its time went into timing them.
     """
     run_file = cfg.out / "run.json"
     data = json.loads(run_file.read_text())
@@ -66,6 +73,8 @@ def record_invocation(cfg: HarnessConfig, wall_s: float, system: dict | None = N
     }
     if system is not None:
         entry.update(levels=list(cfg.levels), system=system)
+    if baselines_at_start is not None:
+        entry["baselines_at_start"] = baselines_at_start
     data.setdefault("invocations", []).append(entry)
     tmp = run_file.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n")
@@ -126,10 +135,16 @@ def _baseline_keys(cfg: HarnessConfig, problems: list[Problem]) -> dict[str, dic
             "device_name": info.name,
             "torch": info.torch_version,
             "cuda": info.cuda_version,
+            "driver": info.driver_version,
             "warmup_runs": jc.warmup_runs,
             "timed_runs": jc.timed_runs,
         }
     return keys
+
+
+def _has_baselines(cached: dict | None, names: tuple[str, ...]) -> bool:
+    """Whether a cached entry holds a time for every wanted baseline."""
+    return bool(cached) and all("median_ms" in (cached.get(n) or {}) for n in names)
 
 
 def recorded_system(out: Path, invocations: list[dict]) -> tuple[dict, str]:
@@ -182,11 +197,24 @@ def run(cfg: HarnessConfig) -> dict:
     baseline_file = BaselineFile(cfg.resolved_baselines_file)
     seeded = baseline_file.seed_cache(cache)
     if seeded:
-        logger.info("%d baselines taken from %s", seeded, baseline_file.path)
+        logger.info("%d baseline entries loaded from %s", seeded, baseline_file.path)
+    wanted = _baseline_keys(cfg, problems)
     for path in shipped_baseline_files() if cfg.shipped_baselines else []:
-        seeded = BaselineFile(path).seed_cache(cache)
+        shipped = BaselineFile(path)
+        seeded = shipped.seed_cache(cache)
         if seeded:
-            logger.info("%d baselines taken from %s (shipped)", seeded, path)
+            logger.info("%d baseline entries loaded from %s (shipped)", seeded, path)
+        stale, differ = shipped.mismatches(wanted)
+        if stale:
+            logger.warning(
+                "%s: %d baselines for this GPU model do not apply here (they differ in %s); "
+                "those problems' baselines are timed in this run",
+                path.name,
+                stale,
+                ", ".join(differ) or "something the file does not record, e.g. the driver",
+            )
+    known = sum(_has_baselines(cache.get(key), cfg.baselines) for key in wanted)
+    logger.info("baselines known for %d of %d problems at the start", known, len(wanted))
 
     todo = []
     # Problems that ran out of memory beside others in an earlier invocation, which stopped
@@ -217,13 +245,15 @@ def run(cfg: HarnessConfig) -> dict:
             jobs = [ProblemJob(p, alone, alone=True) for p in again]
             stopped = _run_jobs(alone, jobs, progress, deadline)
     finally:
-        baseline_file.collect(cache, _baseline_keys(cfg, problems))
+        baseline_file.collect(cache, wanted)
         baseline_file.save()
 
     records = [read_record(cfg.out, p) for p in problems]
     system = system_facts(cfg.device, cfg.kernelbench_dir)
     report = build_report(cfg, problems, records, time.monotonic() - run_start, system)
-    report["invocations"] = record_invocation(cfg, report["run_wall_s"], system)
+    report["invocations"] = record_invocation(
+        cfg, report["run_wall_s"], system, {"known": known, "problems": len(wanted)}
+    )
     report["total_wall_s"] = sum(i["wall_s"] for i in report["invocations"])
     report["complete"] = not stopped and all(r and r.get("status") in FINISHED for r in records)
     write_report(report, [r for r in records if r], cfg.out, cfg.plots)

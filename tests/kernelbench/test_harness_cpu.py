@@ -18,6 +18,7 @@ from benchmarks.kernelbench.__main__ import main, parse_args
 from benchmarks.kernelbench.solutions import unique_extension_names
 from benchmarks.kernelbench.spread import summarize_run
 from cuda_gym.agents import read_trajectory
+from cuda_gym.judge.device import device_info
 from tests.agents.chat_server import ChatServer, completion, conversation_errors, tool_call
 from tests.kernelbench.tiny_kernelbench import (
     ADD_RELU_FILES,
@@ -382,3 +383,41 @@ def test_the_harness_commit_can_be_named_where_git_cannot_tell_it(monkeypatch):
         assert system.system_facts("cpu", Path("."))["harness_commit"] == "0123abc"
     finally:
         system.harness_commit.cache_clear()
+
+
+def test_shipped_baselines_measured_under_other_software_are_named_not_silently_ignored(
+    tiny, tmp_path, monkeypatch, caplog
+):
+    from benchmarks.kernelbench import baseline_file
+
+    argv = ["--kernelbench-dir", str(tiny["kb"]), "--levels", "1", "--problems", "1_ReLU"]
+    argv += [*JUDGE_FLAGS, "--solutions-dir", str(tiny["solutions"]), "--baselines", "eager"]
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    path = write_baselines(shipped / "gpu.json", tiny["kb"], parse_args([*argv, "--out", "x"]))
+    file = baseline_file.BaselineFile(path)
+    # As measured under another torch: same problem, same GPU model, another key.
+    file.entries = {
+        f"other-{key}": {**entry, "device_name": device_info("cpu").name, "torch": "0.0.1"}
+        for key, entry in file.entries.items()
+    }
+    file.save()
+    monkeypatch.setattr(baseline_file, "SHIPPED_DIR", shipped)
+    out = tmp_path / "run"
+    with caplog.at_level("INFO"):
+        assert main([*argv, "--cache-dir", str(tmp_path / "cache"), "--out", str(out)]) == 0
+    assert "gpu.json: 1 baselines for this GPU model do not apply here (they differ in torch)" in (
+        caplog.text
+    )
+    assert "baselines known for 0 of 1 problems at the start" in caplog.text
+    invocation = json.loads((out / "run.json").read_text())["invocations"][-1]
+    assert invocation["baselines_at_start"] == {"known": 0, "problems": 1}
+    # Timed here, and kept in the run's baselines file with the driver it was measured under.
+    saved = json.loads((out / "baselines.json").read_text())["entries"]
+    assert [e["problem"] for e in saved.values()] == ["level1/1_ReLU"]
+    assert "driver" in next(iter(saved.values()))
+    # The next invocation knows them.
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        assert main([*argv, "--cache-dir", str(tmp_path / "cache2"), "--out", str(out)]) == 0
+    assert "baselines known for 1 of 1 problems at the start" in caplog.text
