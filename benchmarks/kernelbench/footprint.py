@@ -6,13 +6,20 @@ the timed call's), about 72 GiB for a 6 GiB problem. Two of those beside each ot
 H200 (140 GiB): the second runs out of memory, costing its time and a rerun alone. The harness
 uses these estimates to keep problems that would not fit together apart (executor.py).
 
+In `strict` mode the reference worker also computes float64 outputs, and can need more than the
+candidate's worker where outputs outweigh inputs (worker.run_reference): trial 0's and the timed
+set's expected outputs are kept in float32 and float64 (six output sets' worth), the current
+trial's in both (three more), the candidate's trial beside them (one), and the inputs in float32
+and float64 (three input sets' worth) while the float64 pass runs; the weights once more in
+float64. A strict estimate is the larger of the two workers'.
+
 The estimate runs the problem's `get_inputs()`, `Model(...)` and `forward` on PyTorch's "meta"
 device, which computes shapes and dtypes but allocates nothing. Where forward cannot run there
 (data-dependent operators) or is slow there (recurrent layers), the outputs are taken to be as
 large as the inputs.
 
     python -m benchmarks.kernelbench.footprint --kernelbench-dir DIR [--levels 1,2,3] \
-        [--run OUT] [--out F.json]
+        [--mode paper|strict] [--run OUT] [--out F.json]
 
 prints every problem's estimate and, with --run, the peak each judgement measured (the judge's
 `device_peak_bytes` flag: PyTorch's reserved bytes in the candidate and reference workers) beside
@@ -32,12 +39,16 @@ import torch
 
 from benchmarks.kernelbench.problems import Problem, discover_problems
 from benchmarks.kernelbench.records import read_record
+from cuda_gym.judge.config import MODES
 
 logger = logging.getLogger(__name__)
 
 INPUT_SETS = 5  # the judge's correctness trials, each with its own input set
 OUTPUT_SETS = 7  # five trials, the repeat, the timed call's output
 SLACK_BYTES = 2 << 30  # the input transforms' pieces, the allocator's rounding, CUDA context
+# The strict reference worker's peak, in float32 input and output sets (see the module doc).
+STRICT_REFERENCE_INPUT_SETS = 3
+STRICT_REFERENCE_OUTPUT_SETS = 10
 
 
 def _tensor_bytes(values) -> int:
@@ -52,8 +63,8 @@ def _load(problem: Problem):
     return module
 
 
-def estimate_bytes(problem: Problem) -> int | None:
-    """Peak GPU bytes of judging `problem` (see the module doc), or None if it cannot be told."""
+def estimate_bytes(problem: Problem, mode: str = "paper") -> int | None:
+    """Peak GPU bytes of judging `problem` in `mode` (see the module doc), or None if unknown."""
     try:
         module = _load(problem)
         with torch.device("meta"):
@@ -74,7 +85,15 @@ def estimate_bytes(problem: Problem) -> int | None:
     except Exception as exc:  # the problem's own error is reported when it is judged
         logger.debug("%s: no memory estimate (%s)", problem.key, exc)
         return None
-    return INPUT_SETS * in_bytes + OUTPUT_SETS * out_bytes + 2 * weight_bytes + SLACK_BYTES
+    peak = INPUT_SETS * in_bytes + OUTPUT_SETS * out_bytes + 2 * weight_bytes
+    if mode == "strict":
+        reference = (
+            STRICT_REFERENCE_INPUT_SETS * in_bytes
+            + STRICT_REFERENCE_OUTPUT_SETS * out_bytes
+            + 3 * weight_bytes
+        )
+        peak = max(peak, reference)
+    return peak + SLACK_BYTES
 
 
 def measured_bytes(record: dict | None) -> int | None:
@@ -87,12 +106,14 @@ def measured_bytes(record: dict | None) -> int | None:
     return max(values) if values else None
 
 
-def check_estimates(kernelbench_dir: Path, levels: tuple[int, ...], run: Path | None) -> dict:
+def check_estimates(
+    kernelbench_dir: Path, levels: tuple[int, ...], run: Path | None, mode: str = "paper"
+) -> dict:
     """Each problem's estimate (GiB), with the run's measured peak and their ratio where known."""
     gib = float(1 << 30)
     rows = []
     for problem in discover_problems(kernelbench_dir, levels):
-        est = estimate_bytes(problem)
+        est = estimate_bytes(problem, mode)
         meas = measured_bytes(read_record(run, problem)) if run else None
         rows.append(
             {
@@ -106,6 +127,7 @@ def check_estimates(kernelbench_dir: Path, levels: tuple[int, ...], run: Path | 
     return {
         "kernelbench_dir": str(kernelbench_dir),
         "run": str(run) if run else None,
+        "mode": mode,
         "problems": len(rows),
         "estimated": sum(r["estimate_gib"] is not None for r in rows),
         "measured": len(ratios),
@@ -122,11 +144,13 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kernelbench-dir", required=True)
     p.add_argument("--levels", default="1,2,3")
+    p.add_argument("--mode", choices=MODES, default="paper")
     p.add_argument("--run", default=None, help="a harness output directory with records")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     levels = tuple(int(x) for x in a.levels.split(",") if x.strip())
-    result = check_estimates(Path(a.kernelbench_dir), levels, Path(a.run) if a.run else None)
+    run = Path(a.run) if a.run else None
+    result = check_estimates(Path(a.kernelbench_dir), levels, run, a.mode)
     text = json.dumps(result, indent=1) + "\n"
     print(text, end="")
     if a.out:

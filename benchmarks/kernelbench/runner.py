@@ -284,7 +284,7 @@ def memory_budget(cfg: HarnessConfig) -> float | None:
 
 
 def _job_bytes(job: ProblemJob) -> float:
-    return float(estimate_bytes(job.problem) or 0)
+    return float(estimate_bytes(job.problem, job.config.mode) or 0)
 
 
 def _run_jobs(cfg: HarnessConfig, jobs: list, progress: Progress, deadline: float | None) -> bool:

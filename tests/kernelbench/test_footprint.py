@@ -85,6 +85,47 @@ def test_inputs_outputs_and_weights_are_counted_without_allocating(problems):
     )
 
 
+def cfg_argv(root: str) -> list[str]:
+    return ["--kernelbench-dir", root, "--out", root, "--reference-as-solution"]
+
+
+def test_in_strict_mode_the_reference_workers_float64_outputs_can_dominate(problems):
+    from benchmarks.kernelbench.footprint import (
+        STRICT_REFERENCE_INPUT_SETS,
+        STRICT_REFERENCE_OUTPUT_SETS,
+    )
+
+    # Outputs far larger than inputs: the strict reference's kept float64 outputs decide.
+    inputs, out, weights = 2 * 4096 * 4, 4096 * 4096 * 4, 4096 * 4
+    assert (
+        estimate_bytes(problems["2_Outer"], "strict")
+        == STRICT_REFERENCE_INPUT_SETS * inputs
+        + STRICT_REFERENCE_OUTPUT_SETS * out
+        + 3 * weights
+        + SLACK_BYTES
+    )
+    # Inputs as large as outputs: the larger of the two workers' (here the reference's too).
+    huge = 4 * GIB
+    candidate = (INPUT_SETS + OUTPUT_SETS) * huge
+    reference = (STRICT_REFERENCE_INPUT_SETS + STRICT_REFERENCE_OUTPUT_SETS) * huge
+    assert estimate_bytes(problems["1_HugeReLU"], "strict") == max(candidate, reference) + (
+        SLACK_BYTES
+    )
+    # The harness schedules by the estimate of its own mode.
+    from benchmarks.kernelbench.__main__ import parse_args
+    from benchmarks.kernelbench.jobs import ProblemJob
+    from benchmarks.kernelbench.runner import _job_bytes
+
+    root = str(problems["2_Outer"].path.parent.parent)
+    for mode in ("strict", "paper"):
+        cfg = parse_args([*cfg_argv(root), "--mode", mode])
+        job = ProblemJob(problems["2_Outer"], cfg)
+        assert _job_bytes(job) == estimate_bytes(problems["2_Outer"], mode)
+    assert estimate_bytes(problems["2_Outer"], "strict") > estimate_bytes(problems["2_Outer"])
+    # Paper and kernelbench modes compare in float32: the candidate's worker decides.
+    assert estimate_bytes(problems["2_Outer"], "kernelbench") == estimate_bytes(problems["2_Outer"])
+
+
 def test_without_a_meta_forward_outputs_count_as_large_as_inputs(problems):
     inputs = 1024 * 1024 * 4
     assert (
