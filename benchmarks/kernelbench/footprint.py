@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import logging
 import statistics
 from pathlib import Path
@@ -39,6 +38,7 @@ import torch
 
 from benchmarks.kernelbench.problems import Problem, discover_problems
 from benchmarks.kernelbench.records import read_record
+from benchmarks.kernelbench.report import print_summary
 from cuda_gym.judge.config import MODES
 
 logger = logging.getLogger(__name__)
@@ -151,10 +151,7 @@ def main(argv: list[str] | None = None) -> dict:
     levels = tuple(int(x) for x in a.levels.split(",") if x.strip())
     run = Path(a.run) if a.run else None
     result = check_estimates(Path(a.kernelbench_dir), levels, run, a.mode)
-    text = json.dumps(result, indent=1) + "\n"
-    print(text, end="")
-    if a.out:
-        Path(a.out).write_text(text)
+    print_summary(result, a.out)
     return result
 
 

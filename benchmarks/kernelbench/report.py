@@ -260,3 +260,11 @@ def write_report(report: dict, records: list[dict], out: Path, plots: bool) -> N
     report["plots"] = write_plots(report, records, out) if plots else {}
     (out / "report.json").write_text(json.dumps(report, indent=1, default=repr) + "\n")
     (out / "report.md").write_text(markdown(report))
+
+
+def print_summary(summary: dict, out: str | None) -> None:
+    """Print a summary (the spread, the memory check) as JSON; write it to `out` too if given."""
+    text = json.dumps(summary, indent=1) + "\n"
+    print(text, end="")
+    if out:
+        Path(out).write_text(text)

@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from benchmarks.kernelbench.report import speedup_spread
+from benchmarks.kernelbench.report import print_summary, speedup_spread
 
 
 def summarize_run(out: Path) -> dict:
@@ -64,10 +64,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     summary = summarize_run(Path(a.run_dir))
-    text = json.dumps(summary, indent=1) + "\n"
-    print(text, end="")
-    if a.out:
-        Path(a.out).write_text(text)
+    print_summary(summary, a.out)
     return summary
 
 
