@@ -41,7 +41,8 @@ def probe_key(task_hash: str, info: DeviceInfo) -> str:
     """Key of a task's probe (usable distributions, fp64 support, trivial answers)."""
     # v3: the speed-of-light bound uses the GPU's nominal bandwidth (cuda_gym.judge.roofline).
     # v4: a float64 pass that disagrees with the task's own pass is not used (fp64_disagrees).
-    parts = [task_hash, info.device, info.name, info.torch_version, "probe-v4"]
+    # v5: the speed-of-light bound counts no convolution flops (cuda_gym.judge.roofline).
+    parts = [task_hash, info.device, info.name, info.torch_version, "probe-v5"]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
 
