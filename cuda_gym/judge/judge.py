@@ -554,12 +554,7 @@ def _device_peak(report) -> dict | None:
 
     For diagnosis, and for checking the KernelBench harness's memory estimates.
     """
-    if not isinstance(report, dict):
-        return None
-    keys = ("allocated", "reserved")
-    if not all(type(report.get(k)) is int and report[k] >= 0 for k in keys):
-        return None
-    return {k: report[k] for k in keys}
+    return _whole_numbers(report, ("allocated", "reserved"))
 
 
 def _check_timing_integrity(verdict: Verdict, timing: dict, kernels: dict | None) -> None:
@@ -602,9 +597,16 @@ def _outputs_transfer(report) -> dict | None:
     Bytes through the arena, through host copies, and through registered pages; None unless all
     three are whole numbers (the candidate's process wrote them).
     """
+    return _whole_numbers(report, ("arena_bytes", "host_bytes", "pinned_bytes"))
+
+
+def _whole_numbers(report, keys: tuple[str, ...]) -> dict | None:
+    """`keys` of a worker's report when every one is a whole number >= 0, else None.
+
+    A worker's figures may come from the candidate's process: anything else is dropped.
+    """
     if not isinstance(report, dict):
         return None
-    keys = ("arena_bytes", "host_bytes", "pinned_bytes")
     if not all(type(report.get(k)) is int and report[k] >= 0 for k in keys):
         return None
     return {k: report[k] for k in keys}

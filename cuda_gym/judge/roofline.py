@@ -3,8 +3,7 @@
 The probe measures a task's compulsory traffic (its inputs and outputs) and its flop count
 (PyTorch's FlopCounterMode: matmuls; not convolutions, which fast algorithms do in fewer); with
 the GPU's nominal peaks (its copy bandwidth, measured, where the GPU is not listed) they give the
-bound. A candidate timed below it
-is measuring something other than the task.
+bound. A candidate timed below it is measuring something other than the task.
 
 Nominal, not measured, bandwidth where it is known: a copy reaches only part of the peak, and less
 again while other judgements share the GPU. On the H200 a measured bound flagged PyTorch's own
