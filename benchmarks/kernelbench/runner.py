@@ -26,7 +26,7 @@ from benchmarks.kernelbench.records import FINISHED, OUT_OF_MEMORY, read_record
 from benchmarks.kernelbench.report import speedup_spread, write_report
 from benchmarks.kernelbench.system import system_facts
 from cuda_gym.errors import ConfigError, CudaGymError
-from cuda_gym.judge.baselines import JsonCache, baseline_key
+from cuda_gym.judge.baselines import JsonCache, baseline_key, has_baselines
 from cuda_gym.judge.device import device_info
 
 logger = logging.getLogger(__name__)
@@ -142,11 +142,6 @@ def _baseline_keys(cfg: HarnessConfig, problems: list[Problem]) -> dict[str, dic
     return keys
 
 
-def _has_baselines(cached: dict | None, names: tuple[str, ...]) -> bool:
-    """Whether a cached entry holds a time for every wanted baseline."""
-    return bool(cached) and all("median_ms" in (cached.get(n) or {}) for n in names)
-
-
 def recorded_system(out: Path, invocations: list[dict]) -> tuple[dict, str]:
     """The system facts of the run's last invocation that recorded them, and where they came from.
 
@@ -213,7 +208,7 @@ def run(cfg: HarnessConfig) -> dict:
                 stale,
                 ", ".join(differ) or "something the file does not record, e.g. the driver",
             )
-    known = sum(_has_baselines(cache.get(key), cfg.baselines) for key in wanted)
+    known = sum(has_baselines(cache.get(key), cfg.baselines) for key in wanted)
     logger.info("baselines known for %d of %d problems at the start", known, len(wanted))
 
     todo = []

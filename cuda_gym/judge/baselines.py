@@ -37,6 +37,11 @@ def baseline_key(task_hash: str, info: DeviceInfo, config: JudgeConfig) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
 
+def has_baselines(cached: dict | None, names) -> bool:
+    """Whether a task's cached baselines hold a time for every one of `names`."""
+    return bool(cached) and all("median_ms" in (cached.get(n) or {}) for n in names)
+
+
 def probe_key(task_hash: str, info: DeviceInfo) -> str:
     """Key of a task's probe (usable distributions, fp64 support, trivial answers)."""
     # v3: the speed-of-light bound uses the GPU's nominal bandwidth (cuda_gym.judge.roofline).

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from cuda_gym.errors import WorkerError, is_out_of_memory
-from cuda_gym.judge.baselines import JsonCache, baseline_key, probe_key
+from cuda_gym.judge.baselines import JsonCache, baseline_key, has_baselines, probe_key
 from cuda_gym.judge.build import build_kernels
 from cuda_gym.judge.config import MIN_OWN_KERNEL_SHARE, JudgeConfig
 from cuda_gym.judge.device import device_info
@@ -355,7 +355,7 @@ class Judge:
         baselines = dict(cached or {})
         if wanted:
             baselines.update(result.get("baselines", {}))
-            if all("median_ms" in baselines.get(b, {}) for b in cfg.baselines):
+            if has_baselines(baselines, cfg.baselines):
                 self._baselines.put(key, baselines)
 
         verdict.stage = "compare"
