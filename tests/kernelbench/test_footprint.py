@@ -5,9 +5,12 @@ import json
 import pytest
 
 from benchmarks.kernelbench.footprint import (
+    HEADROOM,
     INPUT_SETS,
     OUTPUT_SETS,
+    SHRINK_SETS,
     SLACK_BYTES,
+    STRICT_REFERENCE_SHRINK_SETS,
     estimate_bytes,
 )
 from benchmarks.kernelbench.problems import discover_problems
@@ -63,7 +66,25 @@ def get_init_inputs():
     return []
 """,
     "level1/4_Broken.py": HEADER + "def get_inputs():\n    raise RuntimeError('no')\n",
+    # Outputs far smaller than inputs (as KernelBench's losses), intermediates beside them.
+    "level1/5_SquaredError.py": HEADER
+    + """class Model(nn.Module):
+    def forward(self, a, b):
+        return ((a - b) ** 2).mean()
+
+
+def get_inputs():
+    return [torch.randn(1024, 1024), torch.randn(1024, 1024)]
+
+
+def get_init_inputs():
+    return []
+""",
 }
+
+
+def expected(counted: int) -> int:
+    return int(HEADROOM * counted) + SLACK_BYTES
 
 
 @pytest.fixture(scope="module")
@@ -74,14 +95,24 @@ def problems(tmp_path_factory):
 
 def test_inputs_outputs_and_weights_are_counted_without_allocating(problems):
     huge = 4 * GIB  # 2^30 float32
-    assert (
-        estimate_bytes(problems["1_HugeReLU"])
-        == INPUT_SETS * huge + OUTPUT_SETS * huge + SLACK_BYTES
-    )
+    assert estimate_bytes(problems["1_HugeReLU"]) == expected((INPUT_SETS + OUTPUT_SETS) * huge)
+    # The outer product is held beside the output while the weight is added: one more output.
     inputs, out, weights = 2 * 4096 * 4, 4096 * 4096 * 4, 4096 * 4
-    assert (
-        estimate_bytes(problems["2_Outer"])
-        == INPUT_SETS * inputs + OUTPUT_SETS * out + 2 * weights + SLACK_BYTES
+    assert estimate_bytes(problems["2_Outer"]) == expected(
+        INPUT_SETS * inputs + OUTPUT_SETS * out + 2 * weights + out
+    )
+
+
+def test_outputs_smaller_than_inputs_and_intermediates_add_to_the_estimate(problems):
+    # Two 4 MiB inputs, a 4-byte output; a - b and its square are held at once (8 MiB).
+    inputs, out, held = 2 * (4 << 20), 4, 2 * (4 << 20) - 4
+    shrink = inputs - out
+    assert estimate_bytes(problems["5_SquaredError"]) == expected(
+        INPUT_SETS * inputs + OUTPUT_SETS * out + SHRINK_SETS * shrink + held
+    )
+    # The strict reference's float64 pass: more per byte of shrink, intermediates twice.
+    assert estimate_bytes(problems["5_SquaredError"], "strict") == expected(
+        3 * inputs + 10 * out + STRICT_REFERENCE_SHRINK_SETS * shrink + 2 * held
     )
 
 
@@ -97,20 +128,18 @@ def test_in_strict_mode_the_reference_workers_float64_outputs_can_dominate(probl
 
     # Outputs far larger than inputs: the strict reference's kept float64 outputs decide.
     inputs, out, weights = 2 * 4096 * 4, 4096 * 4096 * 4, 4096 * 4
-    assert (
-        estimate_bytes(problems["2_Outer"], "strict")
-        == STRICT_REFERENCE_INPUT_SETS * inputs
+    held = out  # the outer product beside the output
+    assert estimate_bytes(problems["2_Outer"], "strict") == expected(
+        STRICT_REFERENCE_INPUT_SETS * inputs
         + STRICT_REFERENCE_OUTPUT_SETS * out
         + 3 * weights
-        + SLACK_BYTES
+        + 2 * held
     )
     # Inputs as large as outputs: the larger of the two workers' (here the reference's too).
     huge = 4 * GIB
     candidate = (INPUT_SETS + OUTPUT_SETS) * huge
     reference = (STRICT_REFERENCE_INPUT_SETS + STRICT_REFERENCE_OUTPUT_SETS) * huge
-    assert estimate_bytes(problems["1_HugeReLU"], "strict") == max(candidate, reference) + (
-        SLACK_BYTES
-    )
+    assert estimate_bytes(problems["1_HugeReLU"], "strict") == expected(max(candidate, reference))
     # The harness schedules by the estimate of its own mode.
     from benchmarks.kernelbench.__main__ import parse_args
     from benchmarks.kernelbench.jobs import ProblemJob
@@ -128,9 +157,7 @@ def test_in_strict_mode_the_reference_workers_float64_outputs_can_dominate(probl
 
 def test_without_a_meta_forward_outputs_count_as_large_as_inputs(problems):
     inputs = 1024 * 1024 * 4
-    assert (
-        estimate_bytes(problems["3_Nonzero"]) == (INPUT_SETS + OUTPUT_SETS) * inputs + SLACK_BYTES
-    )
+    assert estimate_bytes(problems["3_Nonzero"]) == expected((INPUT_SETS + OUTPUT_SETS) * inputs)
 
 
 def test_a_broken_problem_has_no_estimate(problems):
@@ -183,5 +210,21 @@ def test_the_check_sets_each_estimate_beside_the_peak_its_judgement_measured(pro
     )
     assert rows["level1/1_HugeReLU"]["measured_gib"] is None
     assert rows["level1/4_Broken"]["estimate_gib"] is None
-    assert result["problems"] == 4 and result["estimated"] == 3 and result["measured"] == 2
+    assert result["problems"] == 5 and result["estimated"] == 4 and result["measured"] == 2
     assert result["under_estimated"] == ["level1/2_Outer"] and result["ratio_max"] == 2.0
+
+
+def test_live_bytes_counts_each_storage_until_it_is_collected():
+    import torch
+
+    from benchmarks.kernelbench.footprint import _LiveBytes
+
+    with torch.device("meta"):
+        x = torch.empty(1024)  # made before the count: not counted
+        live = _LiveBytes()
+        with live:
+            y = x.relu().relu().relu()  # each step's input is freed once the next exists
+            view = y.view(32, 32)  # shares y's storage: adds nothing
+    assert live.peak == 2 * 4096 and live.live == 4096
+    del y, view
+    assert live.live == 0
