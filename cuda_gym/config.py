@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from cuda_gym.errors import ConfigError
 from cuda_gym.judge import JudgeConfig
+from cuda_gym.judge.config import MODES
 
 
 @dataclass(frozen=True)
@@ -29,9 +30,11 @@ class EnvConfig:
         max_invalid_actions: Malformed actions tolerated before truncation.
         max_observation_chars: Bound on one observation's length.
         judge_on_truncation: Judge the last workspace state when the episode is truncated.
-        tolerance_mode: Precision mode of the judge: "strict" (default), "kernelbench", "paper".
-        judge: Full judge configuration; overrides `tolerance_mode` when given. Its device is
-            set from `device`.
+        tolerance_mode: Precision mode of the judge: "strict", "kernelbench" or "paper"; None
+            (the default) is "strict", or `judge.tolerance_mode` when `judge` is given (a
+            different value in both raises ConfigError).
+        judge: Full judge configuration. Its device must be the env's resolved device
+            (ConfigError otherwise: it is never silently replaced).
         workspace_dir: Parent directory for episode workspaces (default: system temp dir).
         timed_judge_slots: Timed judgements (profile, submit, judging on truncation) that may
             run at once in this process, shared by every env with the same slot settings;
@@ -49,7 +52,7 @@ class EnvConfig:
     max_invalid_actions: int = 8
     max_observation_chars: int = 16_000
     judge_on_truncation: bool = True
-    tolerance_mode: str = "strict"
+    tolerance_mode: str | None = None
     judge: JudgeConfig | None = None
     workspace_dir: str | None = None
     timed_judge_slots: int | None = None
@@ -72,6 +75,19 @@ class EnvConfig:
                 isinstance(value, bool) or not isinstance(value, int) or value < 1
             ):
                 raise ConfigError(f"{name} must be a positive integer or None, got {value!r}")
+        if self.tolerance_mode is not None and self.tolerance_mode not in MODES:
+            raise ConfigError(
+                f"Unknown tolerance_mode {self.tolerance_mode!r}; use one of {MODES}"
+            )
+        if (
+            self.judge is not None
+            and self.tolerance_mode is not None
+            and self.tolerance_mode != self.judge.tolerance_mode
+        ):
+            raise ConfigError(
+                f"tolerance_mode={self.tolerance_mode!r} but judge.tolerance_mode="
+                f"{self.judge.tolerance_mode!r}: set it in one place."
+            )
         if self.task_ids is not None:
             if isinstance(self.task_ids, str) or not self.task_ids:
                 raise ConfigError("task_ids must be a non-empty tuple of task ids")
@@ -95,5 +111,11 @@ class EnvConfig:
     def judge_config(self, device: str) -> JudgeConfig:
         """The judge configuration for the resolved device."""
         if self.judge is not None:
-            return dataclasses.replace(self.judge, device=device)
-        return JudgeConfig(device=device, tolerance_mode=self.tolerance_mode)
+            if self.judge.device != device:
+                raise ConfigError(
+                    f"judge.device is {self.judge.device!r} but the env runs on {device!r}: "
+                    f"pass JudgeConfig(device={device!r}, ...) or set the env's device to "
+                    f"{self.judge.device!r}."
+                )
+            return self.judge
+        return JudgeConfig(device=device, tolerance_mode=self.tolerance_mode or "strict")

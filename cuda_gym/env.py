@@ -14,10 +14,10 @@ import gymnasium as gym
 
 from cuda_gym.actions import FORMAT_HELP, parse_action
 from cuda_gym.config import EnvConfig
-from cuda_gym.errors import EnvStateError, UnknownTaskError
-from cuda_gym.judge import Judge, Verdict
-from cuda_gym.judge.device import judge_gpus, resolve_device
-from cuda_gym.runtime.slots import SlotSizes, default_slot_sizes, judge_slots
+from cuda_gym.errors import ConfigError, EnvStateError, UnknownTaskError
+from cuda_gym.judge import JudgeConfig, Verdict
+from cuda_gym.judge.client import JudgeClient, JudgeLike
+from cuda_gym.judge.device import resolve_device
 from cuda_gym.skills import skills_for_device
 from cuda_gym.spaces import AgentText
 from cuda_gym.tasks import Task, load_task, resolve_task_source
@@ -76,13 +76,15 @@ class CudaKernelEnv(gym.Env[str, Any]):
     Many envs may share one process: each has its own lock and, for `areset`/`astep`, its own
     worker thread, so a slow judge call in one env never delays another env's file tools.
     Judge calls of all envs in a process share `timed_judge_slots` and `untimed_judge_slots`
-    (runtime/slots.py). `gym.make_vec("CudaKernel-v0", num_envs=N,
+    (judge/client.py). `gym.make_vec("CudaKernel-v0", num_envs=N,
     vectorization_mode="vector_entry_point")` steps N envs on a thread pool (vector.py).
 
     ## Arguments
     `config` (an `EnvConfig`) and/or any EnvConfig field by name, e.g.
     `gym.make("CudaKernel-v0", device="cpu", task="gelu_scale_residual", max_turns=20)`.
     `reset(seed=..., options={"task_id": ...})` picks the task of one episode.
+    `judge=` takes a `JudgeConfig` or a judge object (`cuda_gym.judge.client.JudgeLike`: anything
+    with `device`, `device_name`, `slot`, `build` and `evaluate`), e.g. a scripted judge in tests.
 
     ## Version History
     - v0: first release.
@@ -93,14 +95,37 @@ class CudaKernelEnv(gym.Env[str, Any]):
     def __init__(
         self, config: EnvConfig | None = None, render_mode: str | None = None, **overrides: Any
     ) -> None:
+        injected = overrides.get("judge")
+        if injected is not None and not isinstance(injected, JudgeConfig):
+            if not isinstance(injected, JudgeLike):
+                raise ConfigError(
+                    "judge must be a JudgeConfig or a judge object with device, device_name, "
+                    f"slot, build and evaluate (cuda_gym.judge.client.JudgeLike); got {injected!r}"
+                )
+            overrides.pop("judge")
+        else:
+            injected = None
         self.config = EnvConfig.from_kwargs(config, **overrides)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}")
         self.render_mode = render_mode
-        self.device = resolve_device(self.config.device)
-        self.judge = Judge(self.config.judge_config(self.device))
-        gpus = judge_gpus(self.device)  # slots place each judge call on one of them
-        self.slots = judge_slots(self.device, self._slot_sizes(len(gpus)), gpus)
+        if injected is not None:
+            if self.config.device not in ("auto", injected.device):
+                raise ConfigError(
+                    f"device={self.config.device!r} but the judge given runs on "
+                    f"{injected.device!r}; leave device='auto' or make them agree."
+                )
+            if self.config.judge is not None:
+                raise ConfigError("give either a judge object or EnvConfig.judge, not both")
+            self.device = injected.device
+            self.judge: JudgeLike = injected
+        else:
+            self.device = resolve_device(self.config.device)
+            self.judge = JudgeClient(
+                self.config.judge_config(self.device),
+                timed_slots=self.config.timed_judge_slots,
+                untimed_slots=self.config.untimed_judge_slots,
+            )
         self.skills = {s.name: s for s in skills_for_device(self.device)}
         self.action_space = AgentText(MAX_ACTION_CHARS)
         self.observation_space = AgentText(self.config.max_observation_chars + 2000)
@@ -137,7 +162,6 @@ class CudaKernelEnv(gym.Env[str, Any]):
                 judge=self.judge,
                 skills=self.skills,
                 max_output_chars=self.config.max_observation_chars,
-                slots=self.slots,
             )
             self._turn = 0
             self._invalid = 0
@@ -150,7 +174,7 @@ class CudaKernelEnv(gym.Env[str, Any]):
                 "task_id": task.task_id,
                 "task_hash": task.content_hash,
                 "device": self.device,
-                "device_name": self.judge.info.name,
+                "device_name": self.judge.device_name,
                 "tools": tool_schemas(),
                 "skills": [
                     {"name": s.name, "description": s.description} for s in self.skills.values()
@@ -277,13 +301,6 @@ class CudaKernelEnv(gym.Env[str, Any]):
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="cuda_gym_env")
             return self._executor
-
-    def _slot_sizes(self, gpu_count: int) -> SlotSizes:
-        default = default_slot_sizes(self.device, gpu_count=max(1, gpu_count))
-        return SlotSizes(
-            timed=self.config.timed_judge_slots or default.timed,
-            untimed=self.config.untimed_judge_slots or default.untimed,
-        )
 
     def _close_workspace(self) -> None:
         if self._workspace is not None:

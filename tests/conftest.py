@@ -1,10 +1,21 @@
-"""Shared fixtures: a private build/baseline cache per test session, and GPU test skipping."""
+"""Shared fixtures: one test JudgeConfig, a private cache per session, and GPU test skipping.
+
+Tiers: a plain `python -m pytest` runs the fast tier (setup.cfg: `-m "not slow and not gpu"`):
+no compiling, no real judgement. `-m slow` builds C++ and judges for real on the CPU; `-m gpu`
+needs a CUDA GPU. Every test that judges on the CPU uses TEST_JUDGE, so the session's cache
+holds one set of baselines per task, timed once.
+"""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+
+from cuda_gym.judge import JudgeConfig
+
+# The one judge configuration of the CPU tests that judge for real (slow tier).
+TEST_JUDGE = JudgeConfig(device="cpu", timed_runs=5, warmup_runs=1, run_timeout_s=60)
 
 
 @pytest.fixture(scope="session", autouse=True)

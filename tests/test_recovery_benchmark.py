@@ -2,9 +2,12 @@
 
 import json
 
+import pytest
+
 from benchmarks.recovery import main
 
 
+@pytest.mark.slow
 def test_crash_then_good_judgement(tmp_path):
     out = tmp_path / "recovery.json"
     rc = main(

@@ -7,10 +7,9 @@ import pytest
 
 import cuda_gym
 from cuda_gym.demo import CPU_KERNEL, DEMO_TASK, MODEL_NEW
-from cuda_gym.judge import JudgeConfig
 from cuda_gym.single_turn import solution_calls
-
-FAST_JUDGE = JudgeConfig(device="cpu", timed_runs=5, warmup_runs=1, run_timeout_s=60)
+from tests.conftest import TEST_JUDGE
+from tests.fakes import ScriptedJudge
 
 
 def xml_write(path, content):
@@ -43,7 +42,9 @@ def test_solution_calls_keep_file_writes_and_read_a_python_block():
 
 
 def test_an_empty_reply_is_judged_and_ends_the_episode():
-    env = gym.make("cuda_gym:CudaKernelSingleTurn-v0", device="cpu", task=DEMO_TASK)
+    env = gym.make(
+        "cuda_gym:CudaKernelSingleTurn-v0", device="cpu", task=DEMO_TASK, judge=ScriptedJudge()
+    )
     env.reset(seed=0)
     obs, reward, terminated, truncated, info = env.step("I would write a kernel.")
     assert terminated and not truncated and reward == -1.0
@@ -55,7 +56,7 @@ def test_an_empty_reply_is_judged_and_ends_the_episode():
 @pytest.mark.slow
 def test_one_reply_with_the_demo_solution_is_correct():
     env = gym.make("cuda_gym:CudaKernelSingleTurn-v0", device="cpu", task=DEMO_TASK,
-                   judge=FAST_JUDGE)
+                   judge=TEST_JUDGE)
     env.reset(seed=0)
     reply = "Plan: fuse it.\n" + xml_write("kernels/gated.cpp", CPU_KERNEL) + xml_write(
         "model_new.py", MODEL_NEW)

@@ -8,16 +8,16 @@ from gymnasium.vector import AutoresetMode
 import cuda_gym  # noqa: F401  (registers CudaKernel-v0)
 from cuda_gym.demo import CPU_KERNEL, MODEL_NEW
 from cuda_gym.errors import EnvStateError
-from cuda_gym.judge import JudgeConfig
 from cuda_gym.vector import ThreadVectorEnv, stack_infos
+from tests.conftest import TEST_JUDGE
+from tests.fakes import ScriptedJudge
 from tests.solutions import TASK_ID
 
-FAST_JUDGE = JudgeConfig(device="cpu", timed_runs=3, warmup_runs=1, run_timeout_s=60)
 LIST = {"name": "list_files", "arguments": {}}
 
 
 def make_vec(num_envs=3, **kwargs):
-    kwargs.setdefault("judge", FAST_JUDGE)
+    kwargs.setdefault("judge", TEST_JUDGE)
     kwargs.setdefault("task", TASK_ID)
     return gym.make_vec(
         "CudaKernel-v0",
@@ -108,8 +108,8 @@ def test_stack_infos_handles_missing_keys_none_and_nested_dicts():
     assert nested["v"]["ok"].dtype == np.bool_ and list(nested["v"]["ok"]) == [True, False]
 
 
-def test_a_real_submit_in_one_sub_env_while_the_others_read():
-    envs = make_vec(3)
+def test_a_submit_in_one_sub_env_while_the_others_read():
+    envs = make_vec(3, judge=ScriptedJudge("cpu"))
     envs.reset(seed=0)
     write = [
         {"name": "write_file", "arguments": {"path": "kernels/gated.cpp", "content": CPU_KERNEL}},

@@ -8,8 +8,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from cuda_gym.judge import Judge, Verdict
-from cuda_gym.runtime.slots import JudgeSlots
+from cuda_gym.judge import Verdict
+from cuda_gym.judge.client import JudgeLike
 from cuda_gym.skills import Skill
 from cuda_gym.tasks import Task
 from cuda_gym.workspace import Workspace
@@ -26,27 +26,21 @@ class ToolContext:
     Attributes:
         workspace: The episode's files.
         task: The task, specialised for the device.
-        judge: The judge for the device.
+        judge: The judge for the device (a JudgeClient, or a stand-in with its members).
         skills: Skill documents by name.
         max_output_chars: Bound on the text a tool returns.
-        slots: The process-wide bound on concurrent judge calls (None: unbounded).
     """
 
     workspace: Workspace
     task: Task
-    judge: Judge
+    judge: JudgeLike
     skills: dict[str, Skill]
     max_output_chars: int = 16_000
-    slots: JudgeSlots | None = None
 
     @contextmanager
     def judge_slot(self, *, timed: bool, data: dict) -> Iterator[None]:
         """Hold a judge slot for the block; record the seconds waited as `data["judge_wait_s"]`."""
-        if self.slots is None:
-            data["judge_wait_s"] = 0.0
-            yield
-            return
-        with self.slots.hold(timed=timed) as waited:
+        with self.judge.slot(timed=timed) as waited:
             data["judge_wait_s"] = round(waited, 4)
             yield
 

@@ -133,6 +133,7 @@ def test_compile_errors_and_missing_entry_points_are_reported(tmp_path):
     assert not result.ok and result.errors == NO_ENTRY_POINTS
 
 
+@pytest.mark.slow
 def test_a_kernel_only_workspace_is_judged_and_accepted(tmp_path):
     write_kernel_only_solution(tmp_path, "cpu")
     judge = Judge(JudgeConfig(device="cpu", cache_dir=tmp_path / "cache", baselines=("eager",)))

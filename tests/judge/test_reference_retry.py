@@ -1,10 +1,13 @@
 """The reference is trusted code: a time-out there is an overloaded machine, retried once."""
 
+import pytest
+
 from cuda_gym.judge import Judge, JudgeConfig
 from cuda_gym.tasks import builtin_task
 from tests.solutions import write_kernel_only_solution
 
 
+@pytest.mark.slow
 def test_a_reference_that_runs_out_of_time_is_retried_once(tmp_path, monkeypatch):
     write_kernel_only_solution(tmp_path, "cpu")
     judge = Judge(JudgeConfig(device="cpu", cache_dir=tmp_path / "cache", baselines=("eager",)))

@@ -159,6 +159,7 @@ def _sleepy(payload, lock):
     return payload
 
 
+@pytest.mark.slow
 def test_process_pool_survives_a_hung_job():
     # The deadline also covers the fresh worker's imports: generous, for a loaded CI machine.
     with LocalProcessPool("tests.synth.test_pipeline:_sleepy", workers=1, timeout_s=15) as pool:
@@ -202,6 +203,7 @@ def test_an_exclusive_job_runs_alone_on_its_device():
     assert any(_overlap([a[:2], b[:2]]) for a in shared for b in shared if a is not b)
 
 
+@pytest.mark.slow
 def test_a_killed_worker_does_not_keep_the_device_gate():
     target = "tests.synth.test_pipeline:_gated_span"
     # The deadline also covers a fresh worker's imports: generous, for a loaded CI machine.
