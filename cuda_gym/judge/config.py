@@ -70,9 +70,8 @@ class JudgeConfig:
         fast_worker_start: Fork candidate and reference workers from a warm process that has
             already imported torch (cuda_gym.runtime.zygote) instead of starting Python afresh;
             each worker is still its own process, session and process group. None (the
-            default): $CUDA_GYM_FAST_WORKER_START, else on for "cuda" (every GPU test and the
-            exploit suite have passed with it on an H200) and off for "cpu" (an intermittent
-            false rejection once seen there has not come back, nor been explained).
+            default): $CUDA_GYM_FAST_WORKER_START, else on for "cuda" and off for "cpu"
+            (benchmarks/README.md gives the evidence for each).
         device_gate: Workers take their device's gate (cuda_gym.runtime.device_gate): they
             time and profile only while no other judge worker on the machine uses the device,
             so judgements of several processes can share a GPU. Waiting there does not count

@@ -19,8 +19,8 @@ DISTRIBUTIONS = ("as_is", "uniform", "heavy_tailed", "wide_range", "as_is")
 
 # Elements transformed at a time. Done whole, a transform's temporaries (float32 draws, the
 # table's int64 index) come to about seven times the input: 56 GiB for one of KernelBench's 8 GiB
-# level-1 inputs, which ran the H200 out of memory beside another judgement. In pieces they stay
-# near 1.5 GiB. Inputs up to one piece are transformed exactly as before.
+# level-1 inputs. In pieces they stay near 1.5 GiB. Inputs up to one piece are transformed
+# exactly as before.
 CHUNK = 1 << 26
 
 

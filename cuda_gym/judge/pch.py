@@ -1,7 +1,7 @@
 """A precompiled torch/extension.h for workspaces whose binding code includes the torch headers.
 
-Parsing the torch headers is about half of a cold binding build (`build_latency_cpu_pch.json`:
-18.4 s with the .gch against 36.2 s without, 2-core CPU; `benchmarks/build_latency.py`). GCC reads
+Parsing the torch headers is about half of a cold binding build (`benchmarks/build_latency.py`;
+figures in benchmarks/README.md). GCC reads
 `DIR/torch/extension.h.gch` in place of `torch/extension.h` when DIR comes first in the include
 path and the .gch was made by the same compiler with the same flags; otherwise (another compiler,
 other flags, the include not first in the file) it silently parses the header as usual, so a

@@ -1,8 +1,8 @@
 """Page-lock host memory for the CUDA driver while large outputs are copied through it.
 
 A copy between the GPU and pageable host memory goes through the driver's staging buffers, at a
-few GiB/s; memory registered with the driver is copied by DMA at the bus's rate (51 GiB/s into
-a pinned buffer on the H200, benchmarks/results/host_transfer_h200.json). The judge's arena
+few GiB/s; memory registered with the driver is copied by DMA at the bus's rate (measured
+rates: benchmarks/README.md, "Output transfer"). The judge's arena
 (cuda_gym.judge.transfer) is mapped anew in every worker, so each worker registers the pages it
 copies through and releases them after.
 

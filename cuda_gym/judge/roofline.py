@@ -6,9 +6,8 @@ the GPU's nominal peaks (its copy bandwidth, measured, where the GPU is not list
 bound. A candidate timed below it is measuring something other than the task.
 
 Nominal, not measured, bandwidth where it is known: a copy reaches only part of the peak, and less
-again while other judgements share the GPU. On the H200 a measured bound flagged PyTorch's own
-eager matrix-vector product (2.31 ms for 8 GiB read) as faster than light (a 3.03 ms bound,
-benchmarks/results/kernelbench_h200_paper_run).
+again while other judgements share the GPU, so a measured bound can flag PyTorch's own eager
+kernels as faster than light (benchmarks/README.md, "Numbers behind design choices").
 """
 
 from __future__ import annotations
@@ -45,9 +44,8 @@ def count_flops(model, inputs: list) -> int:
     """FLOPs of one forward call that no algorithm avoids, as PyTorch's flop counter sees them.
 
     Convolutions are left out: the counter counts them as direct convolutions, and cuDNN's
-    Winograd and FFT algorithms do fewer multiplications. On the H200 PyTorch's own transposed
-    convolution (KernelBench level 1's 69_conv_transposed_2D...) ran in 4.77 ms against a
-    7.69 ms bound from its direct count (benchmarks/results/kernelbench_h200_paper_run).
+    Winograd and FFT algorithms do fewer multiplications, so PyTorch's own convolutions can
+    beat a bound from the direct count (benchmarks/README.md, "Numbers behind design choices").
     """
     from torch.utils.flop_counter import FlopCounterMode
 

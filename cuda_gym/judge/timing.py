@@ -14,8 +14,8 @@ from time import perf_counter  # bound at import, before any candidate code runs
 
 import torch
 
-# Larger than any current GPU's L2 (H200: 60 MB), and long enough to zero (~0.15 ms on an
-# H200) that the host has launched the timed call's work before the GPU reaches it.
+# Larger than any current GPU's L2 (H200: 60 MB), and long enough to zero that the host has
+# launched the timed call's work before the GPU reaches it.
 L2_FLUSH_BYTES = 512 * 1024 * 1024
 # CUDA driver API: CUlimit value of CU_LIMIT_PERSISTING_L2_CACHE_SIZE.
 _CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
@@ -252,7 +252,7 @@ def _profiler(device: str):
 
     The autograd profiler, not its `torch.profiler.profile` front end: that one's first start
     in a process imports torch._inductor (and with it all of dynamo) only to read one config
-    flag, 3.6 s on the H200 machine (benchmarks/results/profiler_start_h200.json).
+    flag, seconds per worker (benchmarks/README.md, "Worker start-up and the profiler").
     """
     return torch.autograd.profiler.profile(
         use_cpu=True, use_device="cuda" if device == "cuda" else None, use_kineto=True

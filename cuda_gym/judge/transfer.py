@@ -1,9 +1,9 @@
 """Hand the candidate's outputs to the reference worker through a reusable shared-memory arena.
 
 The candidate's worker must give its outputs (GiBs for large tasks) to a process it never runs
-in. Copying them into freshly allocated host memory and pickling them to a file runs at about
-1 GiB/s on a virtual machine that backs new pages lazily (benchmarks/results/host_transfer_h200
-.json); copying into memory that is already backed runs tens of times faster. So the judge keeps
+in. Copying them into freshly allocated host memory and pickling them to a file is slow on a
+virtual machine that backs new pages lazily; copying into memory that is already backed is tens
+of times faster (benchmarks/README.md, "Output transfer"). So the judge keeps
 a few arena files (in /dev/shm when it has room) and lends one to each evaluation: the candidate
 worker copies every output tensor straight into it and pickles only a small index; the reference
 worker reads the tensors back from the same file. A file is reused by later evaluations, so its
@@ -34,9 +34,9 @@ ARENA_PREFIX = "cuda_gym_arena_"
 ALIGN = 256
 # An arena grows to at most this many bytes (CUDA_GYM_ARENA_MAX_BYTES overrides); larger output
 # sets go through the index file. The room rule below is what usually limits it. Output sets
-# past the cap cost far more: host copies into fresh memory (1.4 GiB/s), saved into the index
-# and loaded back (about 1 GiB/s each way), and held three times in host memory. KernelBench's
-# 6 GiB level-1 outputs make 30 GiB for the five correctness trials, over the earlier 16 GiB cap.
+# past the cap cost far more: host copies into fresh memory, saved into the index and loaded
+# back, and held three times in host memory. KernelBench's 6 GiB level-1 outputs make 30 GiB for
+# the five correctness trials.
 ARENA_MAX_BYTES = 64 << 30
 # An arena may only grow while this share of its filesystem (and at least 1 GiB) stays free:
 # /dev/shm also serves NCCL, data loaders and the like.
