@@ -6,17 +6,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda_gym.cache_dir import default_cache_dir
 from cuda_gym.errors import ConfigError
 
 MODES = ("strict", "kernelbench", "paper")
 REWARDS = ("milestone", "speedup", "log_speedup")
 BASELINES = ("eager", "compile")
-
-
-def default_cache_dir() -> Path:
-    """The build and baseline cache: $CUDA_GYM_CACHE, else ~/.cache/cuda_gym."""
-    env = os.environ.get("CUDA_GYM_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "cuda_gym"
 
 
 FAST_WORKER_START_ENV = "CUDA_GYM_FAST_WORKER_START"

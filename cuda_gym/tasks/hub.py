@@ -22,7 +22,7 @@ TIMEOUT_S = 30
 def _cache_root(cache_dir: str | Path | None) -> Path:
     if cache_dir is not None:
         return Path(cache_dir)
-    from cuda_gym.judge.config import default_cache_dir
+    from cuda_gym.cache_dir import default_cache_dir
 
     return default_cache_dir() / "hf"
 
