@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cuda_gym.agents.openai_chat import TOOL_MODES
@@ -225,8 +225,3 @@ class HarnessConfig:
         """The fields that change results; a resumed run must match them."""
         data = self.to_dict()
         return {k: data[k] for k in RESULT_FIELDS}
-
-
-def field_names() -> list[str]:
-    """Names of HarnessConfig's fields."""
-    return [f.name for f in fields(HarnessConfig)]

@@ -32,7 +32,6 @@ _TORCH_MARKERS = re.compile(
     r"#\s*include\s*[<\"](torch/|ATen/|c10/|pybind11/|Python\.h)|PYBIND11_MODULE|PyInit_"
 )
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
-_STRINGS = re.compile(r'"(?:\\.|[^"\\\n])*"')
 _EXTERN_C = re.compile(
     r'extern\s+"C"\s+(?:__host__\s+)?((?:unsigned\s+|signed\s+|long\s+)?[A-Za-z_]\w*)\s+'
     r"(\w+)\s*\(([^)]*)\)\s*\{"

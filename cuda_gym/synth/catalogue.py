@@ -113,10 +113,6 @@ def _scalar_pointwise(fn: str, args: Callable[[object], str]) -> Rule:
     return rule
 
 
-def _param_shape(b: Builder) -> list[str]:
-    return [b.shape[1]] + ["1"] * (b.rank - 2)
-
-
 def _param_binary(fn: str, init: str, operand: str) -> Rule:
     def rule(b: Builder, rng) -> bool:
         size = b.param("channels" if b.rank > 2 else "features", b.shape[1])
