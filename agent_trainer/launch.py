@@ -66,6 +66,16 @@ def placement_flags(launch: LaunchConfig, ppo: PPOConfig) -> list[str]:
     return flags
 
 
+def long_context_flags(stage: PPOConfig | RFTConfig) -> list[str]:
+    """Ring attention and sample packing (OpenRLHF's default attention, flash_attention_2)."""
+    flags = []
+    if stage.packing_samples:
+        flags += ["--ds.packing_samples"]
+    if stage.ring_attn_size > 1:
+        flags += ["--ds.ring_attn_size", str(stage.ring_attn_size)]
+    return flags
+
+
 def ppo_args(cfg: PipelineConfig, ppo: PPOConfig, *, actor: str, critic: str | None,
              agent_func: Path, dataset: Path, out_dir: Path, max_len: int) -> list[str]:
     """train_ppo_ray flags of one PPO-family stage."""
@@ -106,7 +116,7 @@ def ppo_args(cfg: PipelineConfig, ppo: PPOConfig, *, actor: str, critic: str | N
         args += ["--critic.freezing_steps", str(FREEZE_ALL_STEPS), "--critic.save_value_network"]
     elif ppo.estimator == "gae":
         args += ["--critic.save_value_network"]
-    return args + placement_flags(cfg.launch, ppo) + list(ppo.extra_args)
+    return args + placement_flags(cfg.launch, ppo) + long_context_flags(ppo) + list(ppo.extra_args)
 
 
 def sft_args(rft: RFTConfig, *, base_model: str, dataset: Path, out_dir: Path,
@@ -128,6 +138,8 @@ def sft_args(rft: RFTConfig, *, base_model: str, dataset: Path, out_dir: Path,
         "--model.gradient_checkpointing_enable",
         "--ckpt.output_dir", str(out_dir / "model"),
         "--ckpt.path", str(out_dir / "ckpt"),
+        "--ckpt.save_steps", str(rft.save_steps),
+        *long_context_flags(rft),
         *rft.extra_args,
     ]
 
@@ -135,7 +147,7 @@ def sft_args(rft: RFTConfig, *, base_model: str, dataset: Path, out_dir: Path,
 def openrlhf_command(stage: str, launch: LaunchConfig, module: str, args: list[str]) -> Command:
     """The full command for an OpenRLHF module under the launch recipe."""
     if module == SFT_MODULE:
-        inner = ["deepspeed", "--num_gpus", str(launch.train_gpus_per_node), "--module", module]
+        inner = ["deepspeed", "--num_gpus", str(launch.sft_gpus), "--module", module]
     else:
         inner = [launch.python, "-m", module]
     argv = inner + list(args)

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import yaml
 
+from agent_trainer.batches import check_rollout_batch, check_train_batch
 from agent_trainer.config import AgentConfig, from_dict
 
 STAGES = ("warmup", "collect", "rft", "value-pretrain", "ppo")
+PPO_STAGES = ("warmup", "value-pretrain", "ppo")
 RECIPES = ("one_gpu", "node", "multi_node")
 
 
@@ -57,8 +59,13 @@ class LaunchConfig:
 
     @property
     def train_gpus_per_node(self) -> int:
-        """GPUs per node given to OpenRLHF."""
+        """GPUs per node given to OpenRLHF's PPO (the evaluator GPUs excluded)."""
         return self.gpus_per_node - self.evaluator_gpus_per_node
+
+    @property
+    def sft_gpus(self) -> int:
+        """GPUs of the SFT run: every GPU of the launching node (no env runs during SFT)."""
+        return self.gpus_per_node
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,9 @@ class PPOConfig:
             pretraining: `--critic.freezing_steps` covers every step).
         zero_stage: DeepSpeed ZeRO stage.
         save_steps: Checkpoint every N steps (-1 = only at the end).
+        ring_attn_size: GPUs that share one sequence with ring attention (long context);
+            needs `packing_samples`.
+        packing_samples: Pack samples into one row per micro batch (flash attention).
         extra_args: More train_ppo_ray flags, appended verbatim.
     """
 
@@ -127,15 +137,15 @@ class PPOConfig:
     max_len: int | None = None
     critic_only: bool = False
     zero_stage: int = 3
-    save_steps: int = -1
+    save_steps: int = 10
+    ring_attn_size: int = 1
+    packing_samples: bool = False
     extra_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.critic_only and self.estimator != "gae":
             raise ValueError("critic_only (value pretraining) needs estimator 'gae'")
-        if self.train_batch_size > self.rollout_batch_size * self.n_samples_per_prompt:
-            raise ValueError("train_batch_size must not exceed rollout_batch_size * "
-                             "n_samples_per_prompt (samples made per rollout step)")
+        _check_common(self)
 
 
 @dataclass(frozen=True)
@@ -191,6 +201,10 @@ class RFTConfig:
         micro_batch_size: SFT per-GPU batch.
         max_len: SFT sequence length (None = agent runner's max_length).
         zero_stage: DeepSpeed ZeRO stage.
+        save_steps: Checkpoint every N steps (-1 = only at the end).
+        ring_attn_size: GPUs that share one sequence with ring attention; needs
+            `packing_samples`.
+        packing_samples: Pack samples into one row per micro batch (flash attention).
         extra_args: More train_sft flags, appended verbatim.
     """
 
@@ -204,7 +218,24 @@ class RFTConfig:
     micro_batch_size: int = 1
     max_len: int | None = None
     zero_stage: int = 3
+    save_steps: int = -1
+    ring_attn_size: int = 1
+    packing_samples: bool = False
     extra_args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+
+
+def _check_common(cfg: PPOConfig | RFTConfig) -> None:
+    for name in ("train_batch_size", "micro_batch_size", "ring_attn_size"):
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"{name} must be at least 1")
+    if cfg.ring_attn_size > 1 and not cfg.packing_samples:
+        raise ValueError("ring_attn_size > 1 needs packing_samples: true (OpenRLHF's ring "
+                         "attention works on packed samples)")
+    if cfg.save_steps == 0 or cfg.save_steps < -1:
+        raise ValueError("save_steps must be a positive step count, or -1 for the end only")
 
 
 @dataclass(frozen=True)
@@ -249,6 +280,24 @@ class PipelineConfig:
             raise ValueError("stage rft needs collect before it")
         if not self.value_pretrain.critic_only:
             raise ValueError("value_pretrain.critic_only must stay true")
+        self._check_batches()
+
+    def _check_batches(self) -> None:
+        """DeepSpeed's and OpenRLHF's batch rules for every stage that trains (see batches.py)."""
+        launch = self.launch
+        ppo_world = launch.num_nodes * launch.train_gpus_per_node
+        for stage in self.stages:
+            if stage in PPO_STAGES:
+                where = stage.replace("-", "_")
+                ppo = getattr(self, where)
+                check_train_batch(where, ppo.train_batch_size, ppo.micro_batch_size, ppo_world,
+                                  ppo.ring_attn_size)
+                check_rollout_batch(where, ppo.rollout_batch_size, ppo.n_samples_per_prompt,
+                                    ppo.train_batch_size, ppo.micro_batch_size, ppo_world,
+                                    ppo.ring_attn_size)
+            elif stage == "rft":
+                check_train_batch("rft", self.rft.train_batch_size, self.rft.micro_batch_size,
+                                  launch.sft_gpus, self.rft.ring_attn_size)
 
     @property
     def run_path(self) -> Path:
