@@ -79,6 +79,10 @@ class AgentConfig:
             runs in a Ray actor holding `evaluator_gpus_per_env` of a GPU outside the training
             placement group: the separate evaluator pool).
         evaluator_gpus_per_env: GPU share of one env actor when `evaluator` is "ray".
+        evaluator_cpus_per_env: CPU share of one env actor (its compilations run there).
+        evaluator_start_timeout_s: Seconds an env actor may take to start and answer its first
+            reset; past it the episode ends with the penalty and an infrastructure error.
+        evaluator_step_timeout_s: Seconds any later env call may take (a step may judge).
         trajectory_dir: When set, every episode is appended as JSON to
             `episodes-<pid>.jsonl` there (for inspection and later RFT).
     """
@@ -91,6 +95,9 @@ class AgentConfig:
     success_reward: float = 2.0
     evaluator: str = "local"
     evaluator_gpus_per_env: float = 0.25
+    evaluator_cpus_per_env: float = 1.0
+    evaluator_start_timeout_s: float = 600.0
+    evaluator_step_timeout_s: float = 1800.0
     trajectory_dir: str | None = None
 
     def __post_init__(self) -> None:
@@ -106,6 +113,10 @@ class AgentConfig:
             raise ValueError("evaluator must be 'local' or 'ray'")
         if not 0 < self.evaluator_gpus_per_env <= 1:
             raise ValueError("evaluator_gpus_per_env must be in (0, 1]")
+        if self.evaluator_cpus_per_env < 0:
+            raise ValueError("evaluator_cpus_per_env must not be negative")
+        if min(self.evaluator_start_timeout_s, self.evaluator_step_timeout_s) <= 0:
+            raise ValueError("evaluator timeouts must be positive seconds")
         if not isinstance(self.env_kwargs, dict):
             raise ValueError("env_kwargs must be a mapping of gym.make keyword arguments")
 

@@ -281,6 +281,25 @@ class PipelineConfig:
         if not self.value_pretrain.critic_only:
             raise ValueError("value_pretrain.critic_only must stay true")
         self._check_batches()
+        self._check_evaluator_pool()
+
+    def _check_evaluator_pool(self) -> None:
+        """Every episode in flight gets an env actor at once (a queued one would time out)."""
+        launch = self.launch
+        if launch.evaluator_gpus_per_node == 0:
+            return
+        engines = launch.num_nodes * launch.train_gpus_per_node // launch.tensor_parallel_size
+        in_flight = engines * self.agent.max_concurrent_episodes
+        pool = launch.num_nodes * launch.evaluator_gpus_per_node
+        capacity = int(pool / self.agent.evaluator_gpus_per_env + 1e-9)
+        if in_flight > capacity:
+            raise ValueError(
+                f"{engines} vLLM engines x agent.max_concurrent_episodes "
+                f"{self.agent.max_concurrent_episodes} = {in_flight} env actors in flight, but "
+                f"{pool} evaluator GPUs / agent.evaluator_gpus_per_env "
+                f"{self.agent.evaluator_gpus_per_env:g} hold {capacity}; lower one of them "
+                f"(evaluator_gpus_per_env <= {pool / in_flight:.4g})"
+            )
 
     def _check_batches(self) -> None:
         """DeepSpeed's and OpenRLHF's batch rules for every stage that trains (see batches.py)."""

@@ -186,6 +186,7 @@ def _logs(st: _State, session: EnvSession, reward: float) -> dict[str, float]:
         "tool_calls": sum(len(t.tool_calls) for t in st.turns),
         "invalid_actions": sum(t.invalid_action for t in st.turns),
         "env_error": session.error is not None,
+        "infra_error": session.infra_error,
         "terminated": st.done,
         "budget_truncated": st.truncated,
         "hit_turn_cap": st.stop_reason == "turn_cap",

@@ -110,3 +110,12 @@ def test_rollout_relations():
         check_rollout_batch("ppo", 1, 2, 2, 1, 4)
     with pytest.raises(ValueError, match="must divide"):
         check_train_batch("rft", 64, 1, 6, 4)
+
+
+def test_the_evaluator_pool_must_hold_every_episode_in_flight(tmp_path):
+    path = tmp_path / "node.yaml"
+    path.write_text(RECIPES[1].read_text().replace("max_concurrent_episodes: 8",
+                                                   "max_concurrent_episodes: 16"))
+    with pytest.raises(ValueError, match=r"6 vLLM engines x agent.max_concurrent_episodes 16 = "
+                                         r"96 env actors in flight, but 2 evaluator GPUs"):
+        load_config(path)

@@ -99,7 +99,8 @@ def test_prepare_writes_agent_files_and_tasks(tmp_path):
     cfg_path = tmp_path / "cfg.yaml"
     cfg_path.write_text(f"run_dir: {tmp_path / 'run'}\nmodel: m\n"
                         "tasks: {sources: [builtin], include: [row_softmax], repeat: 2}\n"
-                        "launch: {recipe: node, gpus_per_node: 4, evaluator_gpus_per_node: 2}\n")
+                        "launch: {recipe: node, gpus_per_node: 4, evaluator_gpus_per_node: 2}\n"
+                        "agent: {max_concurrent_episodes: 4}\n")
     cfg = load_config(cfg_path)
     prepare_ppo_stage(cfg, "warmup")
     run = tmp_path / "run" / "warmup"
