@@ -15,9 +15,12 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent_trainer.multiturn_gae import SETUP_HOOK
 from agent_trainer.pipeline_config import LaunchConfig, PipelineConfig, PPOConfig, RFTConfig
 
 PPO_MODULE = "openrlhf.cli.train_ppo_ray"
+PPO_ENTRY = "agent_trainer.openrlhf_main"
+"""Runs PPO_MODULE with the multi-turn GAE patch in every Ray worker (multiturn_gae.py)."""
 SFT_MODULE = "openrlhf.cli.train_sft"
 FREEZE_ALL_STEPS = 1_000_000_000
 """`--critic.freezing_steps` value that keeps the actor frozen for a whole run."""
@@ -149,10 +152,11 @@ def openrlhf_command(stage: str, launch: LaunchConfig, module: str, args: list[s
     if module == SFT_MODULE:
         inner = ["deepspeed", "--num_gpus", str(launch.sft_gpus), "--module", module]
     else:
-        inner = [launch.python, "-m", module]
+        inner = [launch.python_executable, "-m", PPO_ENTRY, module]
     argv = inner + list(args)
     if launch.recipe == "multi_node":
-        runtime = json.dumps({"working_dir": launch.working_dir})
+        runtime = json.dumps({"working_dir": launch.working_dir,
+                              "worker_process_setup_hook": SETUP_HOOK})
         argv = ["ray", "job", "submit", "--address", launch.ray_address,
                 "--runtime-env-json", runtime, "--"] + argv
     return Command(stage, tuple(argv), module, tuple(args))
@@ -161,5 +165,5 @@ def openrlhf_command(stage: str, launch: LaunchConfig, module: str, args: list[s
 def agent_trainer_command(stage: str, launch: LaunchConfig, config_path: Path,
                           *extra: str) -> Command:
     """A `python -m agent_trainer` step (run on the machine that launches the pipeline)."""
-    return Command(stage, (launch.python, "-m", "agent_trainer", stage, "--config",
+    return Command(stage, (launch.python_executable, "-m", "agent_trainer", stage, "--config",
                            str(config_path), *extra))

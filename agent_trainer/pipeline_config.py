@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +31,8 @@ class LaunchConfig:
         gpu_memory_utilization: vLLM's share of a colocated GPU (keep <= 0.5 on one GPU).
         ray_address: Ray dashboard address for `ray job submit` (multi_node).
         working_dir: Ray job working directory (multi_node).
-        python: Python executable in the commands.
+        python: Python executable in the commands; None: the one running agent_trainer
+            (`sys.executable`), so the stages run in the same environment.
     """
 
     recipe: str = "one_gpu"
@@ -41,7 +43,7 @@ class LaunchConfig:
     gpu_memory_utilization: float = 0.4
     ray_address: str = "http://127.0.0.1:8265"
     working_dir: str = "."
-    python: str = "python"
+    python: str | None = None
 
     def __post_init__(self) -> None:
         if self.recipe not in RECIPES:
@@ -56,6 +58,11 @@ class LaunchConfig:
             raise ValueError("gpus_per_node must exceed evaluator_gpus_per_node")
         if self.train_gpus_per_node % self.tensor_parallel_size:
             raise ValueError("training GPUs per node must be a multiple of tensor_parallel_size")
+
+    @property
+    def python_executable(self) -> str:
+        """`python`, or the running interpreter when it is not set."""
+        return self.python or sys.executable
 
     @property
     def train_gpus_per_node(self) -> int:

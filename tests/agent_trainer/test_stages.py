@@ -42,8 +42,14 @@ def test_every_openrlhf_command_is_accepted_by_openrlhf(recipe):
                 assert tail == list(command.openrlhf_args)
                 if cfg.launch.recipe == "multi_node":
                     assert command.argv[:3] == ("ray", "job", "submit")
-                    assert command.argv[command.argv.index("--") + 1:][0] in ("python",
+                    assert command.argv[command.argv.index("--") + 1:][0] in (sys.executable,
                                                                                "deepspeed")
+                if command.openrlhf_module == "openrlhf.cli.train_ppo_ray":
+                    # Run through the wrapper that patches OpenRLHF's GAE (multiturn_gae.py).
+                    at = command.argv.index("agent_trainer.openrlhf_main")
+                    assert command.argv[at - 2: at + 2] == (
+                        sys.executable, "-m", "agent_trainer.openrlhf_main",
+                        "openrlhf.cli.train_ppo_ray")
     ppo = parsed["ppo"]
     assert ppo.algo.advantage.estimator == "gae"
     assert (ppo.algo.advantage.gamma, ppo.algo.advantage.lambd) == (1.0, 0.95)
