@@ -14,6 +14,7 @@ import gymnasium as gym
 
 from agent_trainer.config import RunnerConfig
 from agent_trainer.dataset import parse_label
+from agent_trainer.layout import actor_for, trajectories_path
 from agent_trainer.runner import GenerateFn, run_episode
 
 logger = logging.getLogger(__name__)
@@ -72,8 +73,6 @@ def make_policy(cfg) -> tuple[GenerateFn, Any]:
     """The configured policy's `generate` and tokenizer."""
     from transformers import AutoTokenizer
 
-    from agent_trainer.stages import actor_for
-
     collect = cfg.collect
     model_path = collect.model or actor_for(cfg, "collect")
     tokenizer = AutoTokenizer.from_pretrained(collect.tokenizer or model_path)
@@ -98,7 +97,6 @@ def make_policy(cfg) -> tuple[GenerateFn, Any]:
 def run_collect(cfg) -> dict:
     """The collect stage of a pipeline config; returns the summary (also written as JSON)."""
     from agent_trainer.dataset import dataset_rows, source_from_spec
-    from agent_trainer.stages import trajectories_path
 
     generate, tokenizer = make_policy(cfg)
     rows = dataset_rows([source_from_spec(s) for s in cfg.tasks.sources], repeat=1,

@@ -20,7 +20,8 @@ from agent_trainer.pipeline_config import LaunchConfig, PipelineConfig, PPOConfi
 
 PPO_MODULE = "openrlhf.cli.train_ppo_ray"
 PPO_ENTRY = "agent_trainer.openrlhf_main"
-"""Runs PPO_MODULE with the multi-turn GAE patch in every Ray worker (multiturn_gae.py)."""
+"""Runs an OpenRLHF module with our patches: multi-turn GAE in every Ray worker for PPO
+(multiturn_gae.py), the token-row dataset for SFT (token_sft.py)."""
 SFT_MODULE = "openrlhf.cli.train_sft"
 FREEZE_ALL_STEPS = 1_000_000_000
 """`--critic.freezing_steps` value that keeps the actor frozen for a whole run."""
@@ -124,13 +125,11 @@ def ppo_args(cfg: PipelineConfig, ppo: PPOConfig, *, actor: str, critic: str | N
 
 def sft_args(rft: RFTConfig, *, base_model: str, dataset: Path, out_dir: Path,
              max_len: int) -> list[str]:
-    """train_sft flags: multi-turn chat data, loss on assistant messages only."""
+    """train_sft flags over token rows (token_sft.py: loss on the action spans only)."""
     return [
         "--model.model_name_or_path", base_model,
         "--data.dataset", str(dataset),
-        "--data.input_key", "messages",
-        "--data.multiturn",
-        "--data.apply_chat_template",
+        "--data.input_key", "input_ids",
         "--data.max_len", str(max_len),
         "--train.batch_size", str(rft.train_batch_size),
         "--train.micro_batch_size", str(rft.micro_batch_size),
@@ -150,7 +149,8 @@ def sft_args(rft: RFTConfig, *, base_model: str, dataset: Path, out_dir: Path,
 def openrlhf_command(stage: str, launch: LaunchConfig, module: str, args: list[str]) -> Command:
     """The full command for an OpenRLHF module under the launch recipe."""
     if module == SFT_MODULE:
-        inner = ["deepspeed", "--num_gpus", str(launch.sft_gpus), "--module", module]
+        inner = [launch.python_executable, "-m", "deepspeed.launcher.runner", "--num_gpus",
+                 str(launch.sft_gpus), "--module", PPO_ENTRY, module]
     else:
         inner = [launch.python_executable, "-m", PPO_ENTRY, module]
     argv = inner + list(args)

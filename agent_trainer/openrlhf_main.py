@@ -1,10 +1,14 @@
-"""Run an OpenRLHF CLI module with agent_trainer's multi-turn GAE patch in every Ray worker.
+"""Run an OpenRLHF CLI module with agent_trainer's patches.
 
     python -m agent_trainer.openrlhf_main openrlhf.cli.train_ppo_ray --actor.model_name_or_path ...
+    python -m deepspeed.launcher.runner --num_gpus 8 --module agent_trainer.openrlhf_main \
+        openrlhf.cli.train_sft --data.dataset sft.jsonl ...
 
-The patch (multiturn_gae.py) is installed in this process, and Ray is started with it as the
-`worker_process_setup_hook`, with the environment variables OpenRLHF's own `ray.init` sets (it
-skips its `ray.init` when Ray is already up). Then the module runs as `__main__` with the flags.
+train_ppo_ray: the multi-turn GAE patch (multiturn_gae.py) is installed in this process, and Ray
+is started with it as the `worker_process_setup_hook`, with the environment variables OpenRLHF's
+own `ray.init` sets (it skips its `ray.init` when Ray is already up). train_sft: OpenRLHF's
+SFTDataset is replaced by the token-row dataset (token_sft.py). Then the module runs as
+`__main__` with the remaining arguments (DeepSpeed's `--local_rank=N` included).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import os
 import runpy
 import sys
 
+from agent_trainer import token_sft
 from agent_trainer.multiturn_gae import SETUP_HOOK, install
 
 
@@ -33,15 +38,21 @@ def ray_runtime_env() -> dict:
 def main(argv: list[str] | None = None) -> None:
     """Patch, start Ray, and run `argv[0]` (an OpenRLHF module) with the flags `argv[1:]`."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or not argv[0].startswith("openrlhf."):
+    modules = [a for a in argv if a.startswith("openrlhf.cli.")]
+    if not modules:
         raise SystemExit("usage: python -m agent_trainer.openrlhf_main openrlhf.cli.MODULE ...")
-    install()
-    import ray
+    module = modules[0]
+    argv.remove(module)  # DeepSpeed's launcher puts --local_rank=N before it
+    if module.endswith(".train_sft"):
+        token_sft.install()
+    else:
+        install()
+        import ray
 
-    if not ray.is_initialized():
-        ray.init(runtime_env=ray_runtime_env())
-    sys.argv = argv
-    runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
+        if not ray.is_initialized():
+            ray.init(runtime_env=ray_runtime_env())
+    sys.argv = [module, *argv]
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent_trainer.agent_func import write_agent_func
+from agent_trainer.collect import run_collect
 from agent_trainer.config import AgentConfig
 from agent_trainer.dataset import dataset_rows, source_from_spec, write_dataset
 from agent_trainer.launch import (
@@ -28,12 +29,13 @@ from agent_trainer.launch import (
     ppo_args,
     sft_args,
 )
+from agent_trainer.layout import actor_for, max_len_for, stage_dir, trajectories_path
 from agent_trainer.pipeline_config import STAGES, PipelineConfig
+from agent_trainer.rft import build_sft_set
 
 logger = logging.getLogger(__name__)
 
 SINGLE_TURN_ENV_ID = "cuda_gym:CudaKernelSingleTurn-v0"
-ACTOR_STAGES = {"warmup": "warmup", "rft": "rft", "ppo": "ppo"}
 
 
 @dataclass
@@ -45,18 +47,6 @@ class StagePlan:
     commands: list[Command] = field(default_factory=list)
 
 
-def stage_dir(cfg: PipelineConfig, stage: str) -> Path:
-    """Directory of a stage's files."""
-    return cfg.run_path / stage
-
-
-def actor_for(cfg: PipelineConfig, stage: str) -> str:
-    """The actor a stage starts from: the output of the last earlier actor-training stage."""
-    actor = cfg.model
-    for earlier in cfg.stages[: cfg.stages.index(stage)] if stage in cfg.stages else ():
-        if earlier in ("warmup", "rft"):
-            actor = str(stage_dir(cfg, earlier) / "model")
-    return actor
 
 
 def agent_for(cfg: PipelineConfig, stage: str) -> AgentConfig:
@@ -74,17 +64,6 @@ def agent_for(cfg: PipelineConfig, stage: str) -> AgentConfig:
     return agent
 
 
-def max_len_for(cfg: PipelineConfig, stage: str) -> int:
-    """`--data.max_len` of a stage: its own setting, else the agent runner's budget."""
-    own = {"warmup": cfg.warmup, "value-pretrain": cfg.value_pretrain, "ppo": cfg.ppo,
-           "rft": cfg.rft}[stage].max_len
-    return own or cfg.agent.runner.max_length
-
-
-def trajectories_path(cfg: PipelineConfig) -> Path:
-    """Where `collect` writes its JSONL."""
-    return Path(cfg.collect.out).resolve() if cfg.collect.out else (
-        stage_dir(cfg, "collect") / "trajectories.jsonl")
 
 
 def plan_stage(cfg: PipelineConfig, stage: str, config_path: Path) -> StagePlan:
@@ -151,12 +130,8 @@ def run_stage(cfg: PipelineConfig, stage: str, config_path: Path, *, dry_run: bo
 
 def _run_in_process(cfg: PipelineConfig, stage: str, command: Command) -> int:
     if stage == "collect":
-        from agent_trainer.collect import run_collect
-
         run_collect(cfg)
         return 0
-    from agent_trainer.rft import build_sft_set
-
     build_sft_set(cfg)
     return 0
 

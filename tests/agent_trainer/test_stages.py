@@ -42,14 +42,16 @@ def test_every_openrlhf_command_is_accepted_by_openrlhf(recipe):
                 assert tail == list(command.openrlhf_args)
                 if cfg.launch.recipe == "multi_node":
                     assert command.argv[:3] == ("ray", "job", "submit")
-                    assert command.argv[command.argv.index("--") + 1:][0] in (sys.executable,
-                                                                               "deepspeed")
+                    assert command.argv[command.argv.index("--") + 1] == sys.executable
+                # Both run through the wrapper that patches OpenRLHF: the GAE for PPO
+                # (multiturn_gae.py), the token-row dataset for SFT (token_sft.py).
+                at = command.argv.index("agent_trainer.openrlhf_main")
+                assert command.argv[at + 1] == command.openrlhf_module
                 if command.openrlhf_module == "openrlhf.cli.train_ppo_ray":
-                    # Run through the wrapper that patches OpenRLHF's GAE (multiturn_gae.py).
-                    at = command.argv.index("agent_trainer.openrlhf_main")
-                    assert command.argv[at - 2: at + 2] == (
-                        sys.executable, "-m", "agent_trainer.openrlhf_main",
-                        "openrlhf.cli.train_ppo_ray")
+                    assert command.argv[at - 2: at] == (sys.executable, "-m")
+                else:
+                    assert command.argv[at - 1] == "--module"
+                    assert "deepspeed.launcher.runner" in command.argv
     ppo = parsed["ppo"]
     assert ppo.algo.advantage.estimator == "gae"
     assert (ppo.algo.advantage.gamma, ppo.algo.advantage.lambd) == (1.0, 0.95)
@@ -66,7 +68,7 @@ def test_every_openrlhf_command_is_accepted_by_openrlhf(recipe):
     assert warm.train.agent_func_path.endswith("warmup/agent_func.py")
     assert warm.actor.model_name_or_path == cfg.model
     sft = parsed["rft"]
-    assert sft.data.multiturn and sft.data.apply_chat_template and sft.data.input_key == "messages"
+    assert not sft.data.apply_chat_template and sft.data.input_key == "input_ids"
     assert sft.model.model_name_or_path.endswith("warmup/model")
     launch = cfg.launch
     assert ppo.actor.num_gpus_per_node == launch.gpus_per_node - launch.evaluator_gpus_per_node
