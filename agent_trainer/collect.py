@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 
 from agent_trainer.config import RunnerConfig
-from agent_trainer.dataset import parse_label
+from agent_trainer.dataset import parse_label, rows_from_entries, task_splits
 from agent_trainer.layout import actor_for, trajectories_path
 from agent_trainer.runner import GenerateFn, run_episode
 
@@ -96,12 +96,11 @@ def make_policy(cfg) -> tuple[GenerateFn, Any]:
 
 def run_collect(cfg) -> dict:
     """The collect stage of a pipeline config; returns the summary (also written as JSON)."""
-    from agent_trainer.dataset import dataset_rows, source_from_spec
-
     generate, tokenizer = make_policy(cfg)
-    rows = dataset_rows([source_from_spec(s) for s in cfg.tasks.sources], repeat=1,
-                        seed=cfg.tasks.seed,
-                        include=list(cfg.tasks.include) if cfg.tasks.include else None)
+    t = cfg.tasks
+    splits = task_splits(list(t.sources), list(t.validation_sources), t.validation_fraction,
+                         list(t.eval_sources), list(t.include) if t.include else None, t.seed)
+    rows = rows_from_entries(splits.train, 1, t.seed)
     agent = cfg.agent
     out = trajectories_path(cfg)
     summary = asyncio.run(collect_episodes(

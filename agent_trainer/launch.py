@@ -11,6 +11,7 @@ Recipes (LaunchConfig.recipe):
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,8 @@ PPO_ENTRY = "agent_trainer.openrlhf_main"
 """Runs an OpenRLHF module with our patches: multi-turn GAE in every Ray worker for PPO
 (multiturn_gae.py), the token-row dataset for SFT (token_sft.py)."""
 SFT_MODULE = "openrlhf.cli.train_sft"
+WANDB_KEY = "$WANDB_API_KEY"
+"""Stands for the W&B key in printed commands; `Command.runnable_argv` puts the key in."""
 FREEZE_ALL_STEPS = 1_000_000_000
 """`--critic.freezing_steps` value that keeps the actor frozen for a whole run."""
 
@@ -44,8 +47,21 @@ class Command:
     openrlhf_args: tuple[str, ...] = ()
 
     def shell(self) -> str:
-        """The command as one shell-quoted line."""
+        """The command as one shell-quoted line (secrets shown as their variable)."""
         return shlex.join(self.argv)
+
+    def runnable_argv(self) -> list[str]:
+        """`argv` with the W&B key read from $WANDB_API_KEY.
+
+        Raises:
+            ValueError: The command logs to W&B and $WANDB_API_KEY is not set.
+        """
+        if WANDB_KEY not in self.argv:
+            return list(self.argv)
+        key = os.environ.get("WANDB_API_KEY")
+        if not key:
+            raise ValueError("logging.wandb_project is set: export WANDB_API_KEY first")
+        return [key if a == WANDB_KEY else a for a in self.argv]
 
 
 def _num(value: float) -> str:
@@ -81,8 +97,9 @@ def long_context_flags(stage: PPOConfig | RFTConfig) -> list[str]:
 
 
 def ppo_args(cfg: PipelineConfig, ppo: PPOConfig, *, actor: str, critic: str | None,
-             agent_func: Path, dataset: Path, out_dir: Path, max_len: int) -> list[str]:
-    """train_ppo_ray flags of one PPO-family stage."""
+             agent_func: Path, dataset: Path, out_dir: Path, max_len: int,
+             eval_dataset: Path | None = None) -> list[str]:
+    """train_ppo_ray flags of one PPO-family stage (resuming from its checkpoint if any)."""
     low, high = cfg.agent.reward_clip
     args = [
         "--actor.model_name_or_path", actor,
@@ -112,7 +129,10 @@ def ppo_args(cfg: PipelineConfig, ppo: PPOConfig, *, actor: str, critic: str | N
         "--ckpt.output_dir", str(out_dir / "model"),
         "--ckpt.path", str(out_dir / "ckpt"),
         "--ckpt.save_steps", str(ppo.save_steps),
+        "--ckpt.load_enable",
     ]
+    if eval_dataset is not None:
+        args += ["--eval.dataset", str(eval_dataset), "--eval.steps", str(ppo.eval_steps)]
     if ppo.estimator == "gae":
         args += ["--critic.model_name_or_path", critic or actor,
                  "--critic.adam.lr", _num(ppo.critic_lr)]
@@ -141,9 +161,24 @@ def sft_args(rft: RFTConfig, *, base_model: str, dataset: Path, out_dir: Path,
         "--ckpt.output_dir", str(out_dir / "model"),
         "--ckpt.path", str(out_dir / "ckpt"),
         "--ckpt.save_steps", str(rft.save_steps),
+        "--ckpt.load_enable",
         *long_context_flags(rft),
         *rft.extra_args,
     ]
+
+
+def logging_args(cfg: PipelineConfig, stage: str, out_dir: Path) -> list[str]:
+    """W&B (key from $WANDB_API_KEY at run time) and TensorBoard flags of a stage."""
+    log = cfg.logging
+    args = []
+    if log.wandb_project:
+        args += ["--logger.wandb.key", WANDB_KEY, "--logger.wandb.project", log.wandb_project,
+                 "--logger.wandb.run_name", f"{cfg.run_path.name}-{stage}"]
+        if log.wandb_group:
+            args += ["--logger.wandb.group", log.wandb_group]
+    if log.tensorboard:
+        args += ["--logger.tensorboard_dir", str(out_dir / "tensorboard")]
+    return args + ["--logger.logging_steps", str(log.logging_steps)]
 
 
 def openrlhf_command(stage: str, launch: LaunchConfig, module: str, args: list[str]) -> Command:

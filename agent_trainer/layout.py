@@ -12,9 +12,19 @@ def stage_dir(cfg: PipelineConfig, stage: str) -> Path:
     return cfg.run_path / stage
 
 
+def base_model_dir(cfg: PipelineConfig) -> Path:
+    """The rope-scaled copy of the model a run starts from, when `rope_scaling` is set."""
+    return cfg.run_path / "base_model"
+
+
+def starting_model(cfg: PipelineConfig) -> str:
+    """The model the first stage starts from: `model`, or its rope-scaled copy."""
+    return str(base_model_dir(cfg)) if cfg.rope_scaling else cfg.model
+
+
 def actor_for(cfg: PipelineConfig, stage: str) -> str:
     """The actor a stage starts from: the output of the last earlier actor-training stage."""
-    actor = cfg.model
+    actor = starting_model(cfg)
     for earlier in cfg.stages[: cfg.stages.index(stage)] if stage in cfg.stages else ():
         if earlier in ("warmup", "rft"):
             actor = str(stage_dir(cfg, earlier) / "model")

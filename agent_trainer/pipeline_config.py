@@ -10,6 +10,7 @@ import yaml
 
 from agent_trainer.batches import check_rollout_batch, check_train_batch
 from agent_trainer.config import AgentConfig, from_dict
+from agent_trainer.dataset import source_from_spec
 
 STAGES = ("warmup", "collect", "rft", "value-pretrain", "ppo")
 PPO_STAGES = ("warmup", "value-pretrain", "ppo")
@@ -77,19 +78,39 @@ class LaunchConfig:
 
 @dataclass(frozen=True)
 class TasksConfig:
-    """Which tasks the prompt datasets hold.
+    """Which tasks the prompt datasets hold (source specs: see agent_trainer.dataset).
 
     Attributes:
-        sources: Task source specs: "builtin", "dir:PATH".
-        include: Only these task ids (None = all).
-        repeat: Times each task appears per dataset.
-        seed: Shuffle and label seed.
+        sources: Training task sources: "builtin", "synth[:train|:validation]", "dir:PATH",
+            "parquet:PATH", "kernelbench:PATH:LEVEL", "ops6k:PATH".
+        validation_sources: Tasks OpenRLHF evaluates every `eval_steps` during training.
+        validation_fraction: Share of the training sources' tasks (those without a split of
+            their own) held out for validation by a stable hash.
+        eval_sources: The held-out evaluation set (e.g. KernelBench levels), written to
+            <run_dir>/evaluation.jsonl and checked never to be trained on.
+        include: Only these training task ids (None = all).
+        repeat: Times each training task appears in a stage's dataset (a PPO stage's
+            `task_repeat` overrides it).
+        seed: Shuffle, split and label seed.
     """
 
-    sources: tuple[str, ...] = ("builtin",)
+    sources: tuple[str, ...] = ("synth:train",)
+    validation_sources: tuple[str, ...] = ("synth:validation",)
+    validation_fraction: float = 0.0
+    eval_sources: tuple[str, ...] = ()
     include: tuple[str, ...] | None = None
-    repeat: int = 4
+    repeat: int = 1
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.sources:
+            raise ValueError("tasks.sources must name at least one task source")
+        if not 0 <= self.validation_fraction < 1:
+            raise ValueError("tasks.validation_fraction must be in [0, 1)")
+        if self.repeat < 1:
+            raise ValueError("tasks.repeat must be at least 1")
+        for spec in (*self.sources, *self.validation_sources, *self.eval_sources):
+            source_from_spec(spec)  # raises on a bad spec or a missing path
 
 
 @dataclass(frozen=True)
@@ -113,6 +134,9 @@ class PPOConfig:
         train_batch_size: Samples per optimizer step (batch 1024 = one update per step).
         micro_batch_size: Per-GPU micro batch (training and rollout forward passes).
         num_episodes: Passes over the prompt dataset.
+        task_repeat: Times each training task appears in this stage's dataset (None =
+            tasks.repeat); with the rollout batch it sets the step count: rows / rollout batch.
+        eval_steps: Evaluate on the validation tasks every N steps (when there are any).
         max_epochs: PPO epochs per rollout batch.
         temperature: Sampling temperature.
         max_len: Total token budget per episode (`--data.max_len`); None = agent runner's.
@@ -139,6 +163,8 @@ class PPOConfig:
     train_batch_size: int = 1024
     micro_batch_size: int = 1
     num_episodes: int = 1
+    task_repeat: int | None = None
+    eval_steps: int = 10
     max_epochs: int = 1
     temperature: float = 1.0
     max_len: int | None = None
@@ -246,6 +272,29 @@ def _check_common(cfg: PPOConfig | RFTConfig) -> None:
 
 
 @dataclass(frozen=True)
+class LoggingConfig:
+    """Where the OpenRLHF stages log metrics.
+
+    Attributes:
+        wandb_project: Weights & Biases project (None = no W&B); the key is read from
+            $WANDB_API_KEY when a stage starts, never written into a command line on disk.
+        wandb_group: W&B group of the run's stages.
+        tensorboard: Write TensorBoard logs to <stage dir>/tensorboard (OpenRLHF uses them
+            when W&B is off).
+        logging_steps: Log every N steps.
+    """
+
+    wandb_project: str | None = None
+    wandb_group: str | None = None
+    tensorboard: bool = True
+    logging_steps: int = 1
+
+    def __post_init__(self) -> None:
+        if self.logging_steps < 1:
+            raise ValueError("logging.logging_steps must be at least 1")
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     """A whole run: model, tasks, agent, launch recipe, and the stages with their settings.
 
@@ -262,6 +311,11 @@ class PipelineConfig:
         rft: Rejection fine-tuning.
         value_pretrain: Critic pretraining with the actor frozen.
         ppo: Agentic multi-turn PPO.
+        logging: W&B / TensorBoard.
+        rope_scaling: Written into the model's config.json (a derived model directory) when
+            the sequences outgrow its native context, e.g. {"rope_type": "yarn", "factor": 4.0,
+            "original_max_position_embeddings": 32768} for Qwen3 up to 131072 tokens; checked
+            against the model's config at --dry-run (context.py).
     """
 
     run_dir: str = "runs/cuda_agent"
@@ -275,6 +329,8 @@ class PipelineConfig:
     rft: RFTConfig = field(default_factory=RFTConfig)
     value_pretrain: PPOConfig = field(default_factory=lambda: PPOConfig(critic_only=True))
     ppo: PPOConfig = field(default_factory=PPOConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    rope_scaling: dict | None = None
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.stages if s not in STAGES]
@@ -287,6 +343,7 @@ class PipelineConfig:
             raise ValueError("stage rft needs collect before it")
         if not self.value_pretrain.critic_only:
             raise ValueError("value_pretrain.critic_only must stay true")
+        check_rope_scaling(self.rope_scaling)
         self._check_batches()
         self._check_evaluator_pool()
 
@@ -329,6 +386,30 @@ class PipelineConfig:
     def run_path(self) -> Path:
         """`run_dir` as an absolute path."""
         return Path(self.run_dir).resolve()
+
+
+def check_rope_scaling(rope_scaling: dict | None) -> None:
+    """Validate a `rope_scaling` setting.
+
+    Raises:
+        ValueError: Not a mapping with rope_type, factor > 1 and an integer original context.
+    """
+    if rope_scaling is None:
+        return
+    if not isinstance(rope_scaling, dict):
+        raise ValueError("rope_scaling must be a mapping, e.g. {rope_type: yarn, factor: 4.0, "
+                         "original_max_position_embeddings: 32768}")
+    unknown = set(rope_scaling) - {"rope_type", "factor", "original_max_position_embeddings"}
+    if unknown:
+        raise ValueError(f"rope_scaling has unknown keys {sorted(unknown)}")
+    if rope_scaling.get("rope_type") not in ("yarn", "linear", "dynamic"):
+        raise ValueError("rope_scaling.rope_type must be 'yarn', 'linear' or 'dynamic'")
+    if not float(rope_scaling.get("factor", 0)) > 1:
+        raise ValueError("rope_scaling.factor must be greater than 1")
+    original = rope_scaling.get("original_max_position_embeddings")
+    if not isinstance(original, int) or original < 1:
+        raise ValueError("rope_scaling.original_max_position_embeddings must be a positive "
+                         "integer (Qwen3: 32768)")
 
 
 def load_config(path: str | Path) -> PipelineConfig:

@@ -90,8 +90,8 @@ def test_our_check_agrees_with_deepspeed(train, micro, world_size, ring, world):
 
 def test_the_old_node_recipe_is_refused_when_read(tmp_path):
     text = (RECIPES[1].read_text()
-            .replace("train_batch_size: 960,\n      ring_attn_size: 2", "train_batch_size: 1024,\n"
-                     "      ring_attn_size: 2")
+            .replace("train_batch_size: 960, task_repeat: 35", "train_batch_size: 1024, "
+                     "task_repeat: 35")
             .replace("rollout_batch_size: 120", "rollout_batch_size: 128"))
     path = tmp_path / "node.yaml"
     path.write_text(text)

@@ -66,7 +66,9 @@ def test_every_openrlhf_command_is_accepted_by_openrlhf(recipe):
     assert value.critic.freezing_steps >= 10**9 and value.critic.save_value_network
     warm = parsed["warmup"]
     assert warm.train.agent_func_path.endswith("warmup/agent_func.py")
-    assert warm.actor.model_name_or_path == cfg.model
+    # Past the model's native context the run starts from its rope-scaled copy (context.py).
+    assert warm.actor.model_name_or_path == (
+        str(cfg.run_path / "base_model") if cfg.rope_scaling else cfg.model)
     sft = parsed["rft"]
     assert not sft.data.apply_chat_template and sft.data.input_key == "input_ids"
     assert sft.model.model_name_or_path.endswith("warmup/model")
