@@ -119,6 +119,41 @@ class AgentConfig:
             raise ValueError("evaluator timeouts must be positive seconds")
         if not isinstance(self.env_kwargs, dict):
             raise ValueError("env_kwargs must be a mapping of gym.make keyword arguments")
+        make_kwargs(self.env_id, self.env_kwargs)  # raises on a misspelt or invalid option
+
+
+CUDA_GYM_ENV_IDS = ("CudaKernel-v0", "CudaKernelSingleTurn-v0")
+
+
+def make_kwargs(env_id: str, env_kwargs: dict) -> dict:
+    """`gymnasium.make` keyword arguments from a config's JSON-ready `env_kwargs`.
+
+    For cuda_gym's envs every key must be an `EnvConfig` field and the values must pass its
+    checks; a `judge:` mapping becomes a `cuda_gym.JudgeConfig` (its keys checked as that
+    class's fields). Other env ids get `env_kwargs` unchanged.
+
+    Raises:
+        ValueError: An unknown or invalid option, named with its path (agent.env_kwargs...).
+    """
+    if env_id.removeprefix("cuda_gym:") not in CUDA_GYM_ENV_IDS:
+        return dict(env_kwargs)
+    from cuda_gym import EnvConfig, JudgeConfig
+
+    kwargs = dict(env_kwargs)
+    names = [f.name for f in dataclasses.fields(EnvConfig)]
+    for key in kwargs:
+        if key not in names:
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"Unknown option agent.env_kwargs.{key} (not a cuda_gym EnvConfig "
+                             f"field).{hint}")
+    if isinstance(kwargs.get("judge"), dict):
+        kwargs["judge"] = from_dict(JudgeConfig, kwargs["judge"], "agent.env_kwargs.judge")
+    try:
+        EnvConfig(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"agent.env_kwargs: {exc}") from exc
+    return kwargs
 
 
 def to_dict(obj: Any) -> Any:

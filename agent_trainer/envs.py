@@ -9,7 +9,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from agent_trainer.config import AgentConfig
+from agent_trainer.config import AgentConfig, make_kwargs
 
 
 class FailedEnv:
@@ -131,10 +131,11 @@ class RayEnv:
 def make_env(config: AgentConfig) -> Any:
     """An env for one episode as `config.evaluator` says; a FailedEnv when making it fails."""
     try:
+        kwargs = make_kwargs(config.env_id, config.env_kwargs)
         if config.evaluator == "ray":
-            return RayEnv(config.env_id, dict(config.env_kwargs), config.evaluator_gpus_per_env,
+            return RayEnv(config.env_id, kwargs, config.evaluator_gpus_per_env,
                           config.evaluator_cpus_per_env, config.evaluator_start_timeout_s,
                           config.evaluator_step_timeout_s)
-        return gym.make(config.env_id, **config.env_kwargs)
+        return gym.make(config.env_id, **kwargs)
     except Exception as exc:  # reported as an env error of the episode, never raised
         return FailedEnv(exc)
