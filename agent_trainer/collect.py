@@ -15,7 +15,7 @@ import gymnasium as gym
 from agent_trainer.config import RunnerConfig
 from agent_trainer.dataset import parse_label, rows_from_entries, task_splits
 from agent_trainer.layout import actor_for, trajectories_path
-from agent_trainer.runner import GenerateFn, run_episode
+from agent_trainer.runner import GenerateFn, run_token_episode
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ async def collect_episodes(make_env: Callable[[], Any], generate: GenerateFn, to
             env = await asyncio.to_thread(make_env)
             try:
                 options, seed = parse_label(label)
-                episode = await run_episode(env, generate, tokenizer, runner, seed=seed,
+                episode = await run_token_episode(env, generate, tokenizer, runner, seed=seed,
                                             options=options)
             finally:
                 await asyncio.to_thread(env.close)

@@ -13,7 +13,7 @@ import pytest
 from agent_trainer.config import RunnerConfig
 from agent_trainer.pipeline_config import RFTConfig
 from agent_trainer.rft import write_sft_set
-from agent_trainer.runner import run_episode
+from agent_trainer.runner import run_token_episode
 from agent_trainer.tiny import build_tiny_tokenizer
 from agent_trainer.token_sft import TokenSFTDataset, token_row
 from tests.agent_trainer.fakes import ScriptedModel
@@ -102,7 +102,7 @@ def test_loss_falls_on_the_agents_tokens_with_qwen3s_template(tmp_path):
     tok.chat_template = qwen3_chat_template
     env = gym.make(ENV_ID)
     model = ScriptedModel(tok, REPLIES, logprobs=False)
-    episode = asyncio.run(run_episode(env, model, tok, RunnerConfig(max_turns=4)))
+    episode = asyncio.run(run_token_episode(env, model, tok, RunnerConfig(max_turns=4)))
     assert episode.reward == 3.0 and len(episode.action_ranges) == 2
     path = tmp_path / "traj.jsonl"
     path.write_text(json.dumps(episode.to_json()) + "\n")
