@@ -16,8 +16,14 @@ import logging
 import sys
 from pathlib import Path
 
-from agent_trainer.pipeline_config import STAGES, PipelineConfig, load_config
-from agent_trainer.stages import plan_stage, prepare_ppo_stage, run_pipeline, run_stage
+from agent_trainer.pipeline_config import PPO_STAGES, STAGES, PipelineConfig, load_config
+from agent_trainer.stages import (
+    plan_stage,
+    prepare_ppo_stage,
+    run_pipeline,
+    run_stage,
+    validate,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,7 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
                            else "run every stage of the config in order")
         p.add_argument("--config", required=True, help="pipeline YAML file")
         p.add_argument("--dry-run", action="store_true",
-                       help="print the commands; write and run nothing")
+                       help="validate the config, tasks and context; print the commands; "
+                       "write and run nothing")
+        p.add_argument("--force", action="store_true",
+                       help="run stages that finished before with the same commands")
         if stage == "collect":
             p.add_argument("--episodes", type=int, help="override collect.episodes")
             p.add_argument("--model", help="override collect.model (a local HF model)")
@@ -44,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stage", required=True, choices=["warmup", "value-pretrain", "ppo"])
     p = sub.add_parser("dataset", help="write a prompt dataset (JSONL) from task sources")
     p.add_argument("--source", action="append", default=None,
-                   help="builtin or dir:PATH (repeatable; default builtin)")
+                   help="builtin, synth[:SPLIT], dir:PATH, parquet:PATH, "
+                   "kernelbench:PATH:LEVEL or ops6k:PATH (repeatable; default builtin)")
     p.add_argument("--out", required=True)
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
@@ -85,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             print(plan_stage(cfg, args.stage, config_path).writes)
             return 0
         if args.command == "pipeline":
-            return run_pipeline(cfg, config_path, dry_run=args.dry_run)
+            return run_pipeline(cfg, config_path, dry_run=args.dry_run, force=args.force)
         if args.command == "rft" and args.build_only:
             from agent_trainer.rft import build_sft_set
 
@@ -97,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
 
             print(run_collect(cfg))
             return 0
-        return run_stage(cfg, args.command, config_path, dry_run=args.dry_run)
+        splits = validate(cfg) if args.command in PPO_STAGES else None
+        return run_stage(cfg, args.command, config_path, dry_run=args.dry_run, force=args.force,
+                         splits=splits)
     except (ValueError, FileNotFoundError) as exc:
         print(f"agent-trainer: error: {exc}", file=sys.stderr)
         return 2

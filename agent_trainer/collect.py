@@ -13,8 +13,9 @@ from typing import Any
 import gymnasium as gym
 
 from agent_trainer.config import RunnerConfig
-from agent_trainer.dataset import parse_label
-from agent_trainer.runner import GenerateFn, run_episode
+from agent_trainer.dataset import parse_label, rows_from_entries, task_splits
+from agent_trainer.layout import actor_for, trajectories_path
+from agent_trainer.runner import GenerateFn, run_token_episode
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ async def collect_episodes(make_env: Callable[[], Any], generate: GenerateFn, to
             env = await asyncio.to_thread(make_env)
             try:
                 options, seed = parse_label(label)
-                episode = await run_episode(env, generate, tokenizer, runner, seed=seed,
+                episode = await run_token_episode(env, generate, tokenizer, runner, seed=seed,
                                             options=options)
             finally:
                 await asyncio.to_thread(env.close)
@@ -72,8 +73,6 @@ def make_policy(cfg) -> tuple[GenerateFn, Any]:
     """The configured policy's `generate` and tokenizer."""
     from transformers import AutoTokenizer
 
-    from agent_trainer.stages import actor_for
-
     collect = cfg.collect
     model_path = collect.model or actor_for(cfg, "collect")
     tokenizer = AutoTokenizer.from_pretrained(collect.tokenizer or model_path)
@@ -97,13 +96,11 @@ def make_policy(cfg) -> tuple[GenerateFn, Any]:
 
 def run_collect(cfg) -> dict:
     """The collect stage of a pipeline config; returns the summary (also written as JSON)."""
-    from agent_trainer.dataset import dataset_rows, source_from_spec
-    from agent_trainer.stages import trajectories_path
-
     generate, tokenizer = make_policy(cfg)
-    rows = dataset_rows([source_from_spec(s) for s in cfg.tasks.sources], repeat=1,
-                        seed=cfg.tasks.seed,
-                        include=list(cfg.tasks.include) if cfg.tasks.include else None)
+    t = cfg.tasks
+    splits = task_splits(list(t.sources), list(t.validation_sources), t.validation_fraction,
+                         list(t.eval_sources), list(t.include) if t.include else None, t.seed)
+    rows = rows_from_entries(splits.train, 1, t.seed)
     agent = cfg.agent
     out = trajectories_path(cfg)
     summary = asyncio.run(collect_episodes(

@@ -79,6 +79,10 @@ class AgentConfig:
             runs in a Ray actor holding `evaluator_gpus_per_env` of a GPU outside the training
             placement group: the separate evaluator pool).
         evaluator_gpus_per_env: GPU share of one env actor when `evaluator` is "ray".
+        evaluator_cpus_per_env: CPU share of one env actor (its compilations run there).
+        evaluator_start_timeout_s: Seconds an env actor may take to start and answer its first
+            reset; past it the episode ends with the penalty and an infrastructure error.
+        evaluator_step_timeout_s: Seconds any later env call may take (a step may judge).
         trajectory_dir: When set, every episode is appended as JSON to
             `episodes-<pid>.jsonl` there (for inspection and later RFT).
     """
@@ -91,6 +95,9 @@ class AgentConfig:
     success_reward: float = 2.0
     evaluator: str = "local"
     evaluator_gpus_per_env: float = 0.25
+    evaluator_cpus_per_env: float = 1.0
+    evaluator_start_timeout_s: float = 600.0
+    evaluator_step_timeout_s: float = 1800.0
     trajectory_dir: str | None = None
 
     def __post_init__(self) -> None:
@@ -106,8 +113,47 @@ class AgentConfig:
             raise ValueError("evaluator must be 'local' or 'ray'")
         if not 0 < self.evaluator_gpus_per_env <= 1:
             raise ValueError("evaluator_gpus_per_env must be in (0, 1]")
+        if self.evaluator_cpus_per_env < 0:
+            raise ValueError("evaluator_cpus_per_env must not be negative")
+        if min(self.evaluator_start_timeout_s, self.evaluator_step_timeout_s) <= 0:
+            raise ValueError("evaluator timeouts must be positive seconds")
         if not isinstance(self.env_kwargs, dict):
             raise ValueError("env_kwargs must be a mapping of gym.make keyword arguments")
+        make_kwargs(self.env_id, self.env_kwargs)  # raises on a misspelt or invalid option
+
+
+CUDA_GYM_ENV_IDS = ("CudaKernel-v0", "CudaKernelSingleTurn-v0")
+
+
+def make_kwargs(env_id: str, env_kwargs: dict) -> dict:
+    """`gymnasium.make` keyword arguments from a config's JSON-ready `env_kwargs`.
+
+    For cuda_gym's envs every key must be an `EnvConfig` field and the values must pass its
+    checks; a `judge:` mapping becomes a `cuda_gym.JudgeConfig` (its keys checked as that
+    class's fields). Other env ids get `env_kwargs` unchanged.
+
+    Raises:
+        ValueError: An unknown or invalid option, named with its path (agent.env_kwargs...).
+    """
+    if env_id.removeprefix("cuda_gym:") not in CUDA_GYM_ENV_IDS:
+        return dict(env_kwargs)
+    from cuda_gym import EnvConfig, JudgeConfig
+
+    kwargs = dict(env_kwargs)
+    names = [f.name for f in dataclasses.fields(EnvConfig)]
+    for key in kwargs:
+        if key not in names:
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"Unknown option agent.env_kwargs.{key} (not a cuda_gym EnvConfig "
+                             f"field).{hint}")
+    if isinstance(kwargs.get("judge"), dict):
+        kwargs["judge"] = from_dict(JudgeConfig, kwargs["judge"], "agent.env_kwargs.judge")
+    try:
+        EnvConfig(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"agent.env_kwargs: {exc}") from exc
+    return kwargs
 
 
 def to_dict(obj: Any) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from agent_trainer.config import AgentConfig
+from agent_trainer.config import AgentConfig, make_kwargs
 
 
 class FailedEnv:
@@ -49,42 +49,93 @@ class EnvHost:
         self.env.close()
 
 
+class EvaluatorError(RuntimeError):
+    """The evaluator pool failed (infrastructure, not the agent).
+
+    An env actor did not start or answer in time, or died. The episode ends with the env-error
+    penalty; the error is logged and counted in the `infra_error` log.
+    """
+
+
 class RayEnv:
     """Gym-style proxy of an EnvHost Ray actor holding a share of an evaluator GPU.
 
-    Its methods block (call them from a worker thread, as the runner does). The actor requests
-    `num_gpus` GPU; with the training GPUs held by OpenRLHF's placement group, Ray places it on
-    a GPU left outside that group, i.e. the evaluator pool.
+    Its methods block (call them from a worker thread, as the runner does). The actor is
+    scheduled outside every placement group: OpenRLHF creates its vLLM engines with
+    `placement_group_capture_child_tasks=True`, so an actor made from inside an engine would
+    otherwise be placed in the training group, whose GPUs are all taken, and never start. With
+    the training GPUs held by that group, Ray places it on a GPU left outside, i.e. the
+    evaluator pool. Every `ray.get` is bounded; a timeout or a dead actor raises EvaluatorError.
+
+    Args:
+        env_id: Gymnasium id made in the actor.
+        env_kwargs: `gymnasium.make` keyword arguments.
+        num_gpus: GPU share the actor holds.
+        num_cpus: CPU share the actor holds (compilation runs there).
+        start_timeout_s: Seconds for the actor to start, make the env and answer the first reset.
+        step_timeout_s: Seconds for any later call (a step may judge the workspace).
     """
 
-    def __init__(self, env_id: str, env_kwargs: dict, num_gpus: float) -> None:
+    def __init__(self, env_id: str, env_kwargs: dict, num_gpus: float, num_cpus: float = 1.0,
+                 start_timeout_s: float = 600.0, step_timeout_s: float = 1800.0) -> None:
         import ray
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         self._ray = ray
-        actor = ray.remote(num_gpus=num_gpus, num_cpus=1)(EnvHost)
+        self.start_timeout_s = start_timeout_s
+        self.step_timeout_s = step_timeout_s
+        self._answered = False
+        self._failed = False
+        actor = ray.remote(EnvHost).options(
+            num_gpus=num_gpus,
+            num_cpus=num_cpus,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=None),
+        )
         self.handle = actor.remote(env_id, env_kwargs)
 
     def reset(self, seed=None, options=None):
         """`env.reset` in the actor."""
-        return self._ray.get(self.handle.reset.remote(seed=seed, options=options))
+        return self._get(self.handle.reset.remote(seed=seed, options=options), "reset")
 
     def step(self, action):
         """`env.step` in the actor."""
-        return self._ray.get(self.handle.step.remote(action))
+        return self._get(self.handle.step.remote(action), "step")
 
     def close(self) -> None:
-        """Close the env and end the actor."""
+        """Close the env (when the actor ever answered) and end the actor."""
         try:
-            self._ray.get(self.handle.close.remote())
+            if self._answered and not self._failed:
+                self._get(self.handle.close.remote(), "close")
         finally:
             self._ray.kill(self.handle)
+
+    def _get(self, ref, what: str):
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        timeout_s = self.step_timeout_s if self._answered else self.start_timeout_s
+        try:
+            value = self._ray.get(ref, timeout=timeout_s)
+        except GetTimeoutError:
+            self._failed = True
+            hint = "" if self._answered else "; no free evaluator GPU or CPU?"
+            state = "answer" if self._answered else "start"
+            raise EvaluatorError(f"env actor did not {state} within {timeout_s:g} s "
+                                 f"({what}{hint})") from None
+        except RayActorError as exc:
+            self._failed = True
+            raise EvaluatorError(f"env actor died during {what}: {exc}") from exc
+        self._answered = True
+        return value
 
 
 def make_env(config: AgentConfig) -> Any:
     """An env for one episode as `config.evaluator` says; a FailedEnv when making it fails."""
     try:
+        kwargs = make_kwargs(config.env_id, config.env_kwargs)
         if config.evaluator == "ray":
-            return RayEnv(config.env_id, dict(config.env_kwargs), config.evaluator_gpus_per_env)
-        return gym.make(config.env_id, **config.env_kwargs)
+            return RayEnv(config.env_id, kwargs, config.evaluator_gpus_per_env,
+                          config.evaluator_cpus_per_env, config.evaluator_start_timeout_s,
+                          config.evaluator_step_timeout_s)
+        return gym.make(config.env_id, **kwargs)
     except Exception as exc:  # reported as an env error of the episode, never raised
         return FailedEnv(exc)

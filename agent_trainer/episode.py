@@ -10,6 +10,7 @@ LOG_KEYS = (
     "tool_calls",
     "invalid_actions",
     "env_error",
+    "infra_error",
     "terminated",
     "budget_truncated",
     "hit_turn_cap",

@@ -11,14 +11,21 @@ Recipes (LaunchConfig.recipe):
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent_trainer.multiturn_gae import SETUP_HOOK
 from agent_trainer.pipeline_config import LaunchConfig, PipelineConfig, PPOConfig, RFTConfig
 
 PPO_MODULE = "openrlhf.cli.train_ppo_ray"
+PPO_ENTRY = "agent_trainer.openrlhf_main"
+"""Runs an OpenRLHF module with our patches: multi-turn GAE in every Ray worker for PPO
+(multiturn_gae.py), the token-row dataset for SFT (token_sft.py)."""
 SFT_MODULE = "openrlhf.cli.train_sft"
+WANDB_KEY = "$WANDB_API_KEY"
+"""Stands for the W&B key in printed commands; `Command.runnable_argv` puts the key in."""
 FREEZE_ALL_STEPS = 1_000_000_000
 """`--critic.freezing_steps` value that keeps the actor frozen for a whole run."""
 
@@ -40,8 +47,21 @@ class Command:
     openrlhf_args: tuple[str, ...] = ()
 
     def shell(self) -> str:
-        """The command as one shell-quoted line."""
+        """The command as one shell-quoted line (secrets shown as their variable)."""
         return shlex.join(self.argv)
+
+    def runnable_argv(self) -> list[str]:
+        """`argv` with the W&B key read from $WANDB_API_KEY.
+
+        Raises:
+            ValueError: The command logs to W&B and $WANDB_API_KEY is not set.
+        """
+        if WANDB_KEY not in self.argv:
+            return list(self.argv)
+        key = os.environ.get("WANDB_API_KEY")
+        if not key:
+            raise ValueError("logging.wandb_project is set: export WANDB_API_KEY first")
+        return [key if a == WANDB_KEY else a for a in self.argv]
 
 
 def _num(value: float) -> str:
@@ -66,9 +86,20 @@ def placement_flags(launch: LaunchConfig, ppo: PPOConfig) -> list[str]:
     return flags
 
 
+def long_context_flags(stage: PPOConfig | RFTConfig) -> list[str]:
+    """Ring attention and sample packing (OpenRLHF's default attention, flash_attention_2)."""
+    flags = []
+    if stage.packing_samples:
+        flags += ["--ds.packing_samples"]
+    if stage.ring_attn_size > 1:
+        flags += ["--ds.ring_attn_size", str(stage.ring_attn_size)]
+    return flags
+
+
 def ppo_args(cfg: PipelineConfig, ppo: PPOConfig, *, actor: str, critic: str | None,
-             agent_func: Path, dataset: Path, out_dir: Path, max_len: int) -> list[str]:
-    """train_ppo_ray flags of one PPO-family stage."""
+             agent_func: Path, dataset: Path, out_dir: Path, max_len: int,
+             eval_dataset: Path | None = None) -> list[str]:
+    """train_ppo_ray flags of one PPO-family stage (resuming from its checkpoint if any)."""
     low, high = cfg.agent.reward_clip
     args = [
         "--actor.model_name_or_path", actor,
@@ -98,7 +129,10 @@ def ppo_args(cfg: PipelineConfig, ppo: PPOConfig, *, actor: str, critic: str | N
         "--ckpt.output_dir", str(out_dir / "model"),
         "--ckpt.path", str(out_dir / "ckpt"),
         "--ckpt.save_steps", str(ppo.save_steps),
+        "--ckpt.load_enable",
     ]
+    if eval_dataset is not None:
+        args += ["--eval.dataset", str(eval_dataset), "--eval.steps", str(ppo.eval_steps)]
     if ppo.estimator == "gae":
         args += ["--critic.model_name_or_path", critic or actor,
                  "--critic.adam.lr", _num(ppo.critic_lr)]
@@ -106,18 +140,16 @@ def ppo_args(cfg: PipelineConfig, ppo: PPOConfig, *, actor: str, critic: str | N
         args += ["--critic.freezing_steps", str(FREEZE_ALL_STEPS), "--critic.save_value_network"]
     elif ppo.estimator == "gae":
         args += ["--critic.save_value_network"]
-    return args + placement_flags(cfg.launch, ppo) + list(ppo.extra_args)
+    return args + placement_flags(cfg.launch, ppo) + long_context_flags(ppo) + list(ppo.extra_args)
 
 
 def sft_args(rft: RFTConfig, *, base_model: str, dataset: Path, out_dir: Path,
              max_len: int) -> list[str]:
-    """train_sft flags: multi-turn chat data, loss on assistant messages only."""
+    """train_sft flags over token rows (token_sft.py: loss on the action spans only)."""
     return [
         "--model.model_name_or_path", base_model,
         "--data.dataset", str(dataset),
-        "--data.input_key", "messages",
-        "--data.multiturn",
-        "--data.apply_chat_template",
+        "--data.input_key", "input_ids",
         "--data.max_len", str(max_len),
         "--train.batch_size", str(rft.train_batch_size),
         "--train.micro_batch_size", str(rft.micro_batch_size),
@@ -128,19 +160,38 @@ def sft_args(rft: RFTConfig, *, base_model: str, dataset: Path, out_dir: Path,
         "--model.gradient_checkpointing_enable",
         "--ckpt.output_dir", str(out_dir / "model"),
         "--ckpt.path", str(out_dir / "ckpt"),
+        "--ckpt.save_steps", str(rft.save_steps),
+        "--ckpt.load_enable",
+        *long_context_flags(rft),
         *rft.extra_args,
     ]
+
+
+def logging_args(cfg: PipelineConfig, stage: str, out_dir: Path) -> list[str]:
+    """W&B (key from $WANDB_API_KEY at run time) and TensorBoard flags of a stage."""
+    log = cfg.logging
+    args = []
+    if log.wandb_project:
+        args += ["--logger.wandb.key", WANDB_KEY, "--logger.wandb.project", log.wandb_project,
+                 "--logger.wandb.run_name", f"{cfg.run_path.name}-{stage}"]
+        if log.wandb_group:
+            args += ["--logger.wandb.group", log.wandb_group]
+    if log.tensorboard:
+        args += ["--logger.tensorboard_dir", str(out_dir / "tensorboard")]
+    return args + ["--logger.logging_steps", str(log.logging_steps)]
 
 
 def openrlhf_command(stage: str, launch: LaunchConfig, module: str, args: list[str]) -> Command:
     """The full command for an OpenRLHF module under the launch recipe."""
     if module == SFT_MODULE:
-        inner = ["deepspeed", "--num_gpus", str(launch.train_gpus_per_node), "--module", module]
+        inner = [launch.python_executable, "-m", "deepspeed.launcher.runner", "--num_gpus",
+                 str(launch.sft_gpus), "--module", PPO_ENTRY, module]
     else:
-        inner = [launch.python, "-m", module]
+        inner = [launch.python_executable, "-m", PPO_ENTRY, module]
     argv = inner + list(args)
     if launch.recipe == "multi_node":
-        runtime = json.dumps({"working_dir": launch.working_dir})
+        runtime = json.dumps({"working_dir": launch.working_dir,
+                              "worker_process_setup_hook": SETUP_HOOK})
         argv = ["ray", "job", "submit", "--address", launch.ray_address,
                 "--runtime-env-json", runtime, "--"] + argv
     return Command(stage, tuple(argv), module, tuple(args))
@@ -149,5 +200,5 @@ def openrlhf_command(stage: str, launch: LaunchConfig, module: str, args: list[s
 def agent_trainer_command(stage: str, launch: LaunchConfig, config_path: Path,
                           *extra: str) -> Command:
     """A `python -m agent_trainer` step (run on the machine that launches the pipeline)."""
-    return Command(stage, (launch.python, "-m", "agent_trainer", stage, "--config",
+    return Command(stage, (launch.python_executable, "-m", "agent_trainer", stage, "--config",
                            str(config_path), *extra))

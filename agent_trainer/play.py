@@ -18,7 +18,7 @@ from agent_trainer.config import AgentConfig, RunnerConfig
 from agent_trainer.dataset import parse_label
 from agent_trainer.envs import make_env
 from agent_trainer.episode import Episode
-from agent_trainer.runner import GenerateFn, run_episode
+from agent_trainer.runner import GenerateFn, run_token_episode
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ async def play_label(
     except (ValueError, TypeError) as exc:
         options, seed, env = None, None, LabelErrorEnv(exc)
     try:
-        episode = await run_episode(
+        episode = await run_token_episode(
             env, generate, tokenizer, runner or config.runner, seed=seed, options=options
         )
     finally:

@@ -1,6 +1,8 @@
 """Policies for `collect`: token-in/token-out `generate` over a local HF model or an endpoint.
 
-The endpoint is any OpenAI-compatible completions server (vLLM, SGLang, ...).
+The endpoint is any OpenAI-compatible completions server (vLLM, SGLang, ...). It is not
+cuda_gym's `OpenAIChatAgent`: RL needs the sampled token ids and their log-probs, so this client
+prompts `/completions` with token ids; the chat agent sends messages to `/chat/completions`.
 """
 
 from __future__ import annotations

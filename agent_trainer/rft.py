@@ -1,10 +1,10 @@
-"""Rejection fine-tuning data: keep good trajectories, write OpenRLHF's multi-turn SFT set.
+"""Rejection fine-tuning data: keep good trajectories, write them as token rows for SFT.
 
 Kept: reward above `min_reward`, no environment error, no malformed tool call (when
 `drop_invalid`), no action repeated more than `max_repeats` times (looping), and not truncated
-when `drop_truncated`. Each kept trajectory becomes one JSONL row `{"messages": [...]}` ending
-with the last assistant message. OpenRLHF's `train_sft --data.multiturn
---data.apply_chat_template --data.input_key messages` trains on assistant messages only.
+when `drop_truncated`. Each kept trajectory becomes one JSONL row `{"input_ids",
+"action_ranges"}`: the tokens the policy saw and sampled, cut to the SFT length, never
+re-rendered through a chat template (token_sft.py); the loss falls on the action spans only.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_trainer.layout import max_len_for, stage_dir, trajectories_path
 from agent_trainer.pipeline_config import PipelineConfig, RFTConfig
+from agent_trainer.token_sft import token_row
 
 
 @dataclass
@@ -52,18 +54,18 @@ def drop_reason(traj: dict, rft: RFTConfig) -> str | None:
     return None
 
 
-def sft_row(traj: dict) -> dict:
-    """The SFT row of a trajectory: its messages up to and including the last assistant one."""
-    messages = [{"role": m["role"], "content": m["content"]} for m in traj["messages"]]
-    last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
-    return {"messages": messages[: last + 1]}
-
-
-def write_sft_set(trajectory_files: list[Path], out: Path, rft: RFTConfig) -> RFTReport:
+def write_sft_set(trajectory_files: list[Path], out: Path, rft: RFTConfig,
+                  max_len: int) -> RFTReport:
     """Filter the JSONL trajectories in `trajectory_files` and write the SFT set to `out`.
 
+    Args:
+        trajectory_files: JSONL files of episodes (`Episode.to_json()` lines).
+        out: The SFT set (JSONL token rows).
+        rft: The filter.
+        max_len: Longest row in tokens; longer episodes are cut (their later actions dropped).
+
     Raises:
-        ValueError: A line is not a trajectory object (the file and line are named).
+        ValueError: A line is not a trajectory with token ids (the file and line are named).
     """
     report = RFTReport(out=str(out))
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -75,8 +77,10 @@ def write_sft_set(trajectory_files: list[Path], out: Path, rft: RFTConfig) -> RF
                     continue
                 try:
                     traj = json.loads(line)
-                    if not isinstance(traj, dict) or "messages" not in traj:
-                        raise ValueError("not a trajectory object with 'messages'")
+                    if not isinstance(traj, dict) or not {"messages", "token_ids",
+                                                          "action_ranges"} <= set(traj):
+                        raise ValueError("not a trajectory object with 'messages', "
+                                         "'token_ids' and 'action_ranges'")
                 except ValueError as exc:
                     raise ValueError(f"{path}:{n}: {exc}") from exc
                 report.read += 1
@@ -84,7 +88,11 @@ def write_sft_set(trajectory_files: list[Path], out: Path, rft: RFTConfig) -> RF
                 if reason:
                     dropped[reason] += 1
                     continue
-                sink.write(json.dumps(sft_row(traj)) + "\n")
+                row = token_row(traj, max_len)
+                if row is None:
+                    dropped["no_action_within_max_len"] += 1
+                    continue
+                sink.write(json.dumps(row) + "\n")
                 report.kept += 1
     report.dropped = dict(sorted(dropped.items()))
     return report
@@ -92,13 +100,11 @@ def write_sft_set(trajectory_files: list[Path], out: Path, rft: RFTConfig) -> RF
 
 def build_sft_set(cfg: PipelineConfig) -> RFTReport:
     """The rft stage's data step: collect's trajectories -> <run_dir>/rft/sft.jsonl."""
-    from agent_trainer.stages import stage_dir, trajectories_path
-
     source = trajectories_path(cfg)
     if not source.is_file():
         raise FileNotFoundError(f"no trajectories at {source}; run the collect stage first")
     out = stage_dir(cfg, "rft") / "sft.jsonl"
-    report = write_sft_set([source], out, cfg.rft)
+    report = write_sft_set([source], out, cfg.rft, max_len_for(cfg, "rft"))
     (out.parent / "rft_report.json").write_text(json.dumps(report.summary(), indent=2))
     if report.kept == 0:
         raise ValueError(f"no trajectory of {report.read} passed the RFT filter "

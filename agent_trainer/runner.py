@@ -1,6 +1,6 @@
 """The episode runner: plays one Gym episode with a token-in/token-out model, no trainer needed.
 
-    episode = await run_episode(env, generate, tokenizer, RunnerConfig(max_turns=20))
+    episode = await run_token_episode(env, generate, tokenizer, RunnerConfig(max_turns=20))
 
 `generate(token_ids, max_tokens, stop)` is any coroutine returning a `Generation`; adapters for
 vLLM engines (OpenRLHF), Hugging Face models and OpenAI-compatible servers live beside it.
@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 GenerateFn = Callable[[list[int], int, list[str]], Awaitable[Generation]]
 
-__all__ = ["SUBMIT_ACTION", "GenerateFn", "run_episode"]
+__all__ = ["SUBMIT_ACTION", "GenerateFn", "run_token_episode"]
 
 
 class _State:
@@ -42,7 +42,7 @@ class _State:
         self.generation_s = 0.0
 
 
-async def run_episode(
+async def run_token_episode(
     env: Any,
     generate: GenerateFn,
     tokenizer: ChatTokenizer,
@@ -186,6 +186,7 @@ def _logs(st: _State, session: EnvSession, reward: float) -> dict[str, float]:
         "tool_calls": sum(len(t.tool_calls) for t in st.turns),
         "invalid_actions": sum(t.invalid_action for t in st.turns),
         "env_error": session.error is not None,
+        "infra_error": session.infra_error,
         "terminated": st.done,
         "budget_truncated": st.truncated,
         "hit_turn_cap": st.stop_reason == "turn_cap",

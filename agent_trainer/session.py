@@ -15,6 +15,7 @@ from typing import Any
 
 from agent_trainer.chat import system_text
 from agent_trainer.config import RunnerConfig
+from agent_trainer.envs import EvaluatorError
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class EnvSession:
         info: The env's last `info`.
         task_id: The task played, when reset reported it.
         error: "reset: ..." or "step: ..." once the env raised; the episode is then over.
+        infra_error: That error came from the evaluator pool (EvaluatorError), not the env.
         terminated: The env terminated (the agent submitted).
         truncated: The env truncated (its own turn, time or invalid-action budget).
         stop_reason: The env's stop reason ("submit", "max_turns", ...), or "" while running.
@@ -60,6 +62,7 @@ class EnvSession:
         self.info: dict[str, Any] = {}
         self.task_id: str | None = None
         self.error: str | None = None
+        self.infra_error = False
         self.terminated = False
         self.truncated = False
         self.stop_reason = ""
@@ -87,8 +90,7 @@ class EnvSession:
             self.task_id = info.get("task_id")
             system = system_text(self.config.system_prompt, info.get("tools"))
         except Exception as exc:  # the env failed: the episode ends with a penalty
-            logger.warning("env.reset failed: %s", exc, exc_info=True)
-            self.error = f"reset: {type(exc).__name__}: {exc}"
+            self._record_error("reset", exc)
             obs, system = RESET_FAILED, self.config.system_prompt
         self.env_s += time.monotonic() - start
         return obs, system
@@ -130,9 +132,17 @@ class EnvSession:
             obs, reward, terminated, truncated, info = self.env.step(action)
             result = StepResult(obs, float(reward), bool(terminated), bool(truncated), info)
         except Exception as exc:  # the env failed: the episode ends with a penalty
-            logger.warning("env.step failed: %s", exc, exc_info=True)
-            self.error = f"step: {type(exc).__name__}: {exc}"
+            self._record_error("step", exc)
             result = StepResult("", 0.0, False, False, {})
         result.env_s = time.monotonic() - start
         self.env_s += result.env_s
         return result
+
+    def _record_error(self, call: str, exc: Exception) -> None:
+        self.error = f"{call}: {type(exc).__name__}: {exc}"
+        if isinstance(exc, EvaluatorError):
+            self.infra_error = True
+            logger.error("infrastructure error in env.%s (evaluator pool, not the agent): %s",
+                         call, exc)
+        else:
+            logger.warning("env.%s failed: %s", call, exc, exc_info=True)

@@ -97,3 +97,9 @@ class ScriptedModel:
         if len(ids) == max_tokens:
             reason = "length"
         return Generation(ids, text, lps, reason)
+
+
+SCRIPTED_ENV_ID = "AgentTrainerScripted-v0"
+"""ScriptedEnv's id; `tests.agent_trainer.fakes:AgentTrainerScripted-v0` makes it in any process."""
+if SCRIPTED_ENV_ID not in gym.registry:
+    gym.register(SCRIPTED_ENV_ID, entry_point=ScriptedEnv, disable_env_checker=True)

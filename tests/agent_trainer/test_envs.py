@@ -34,3 +34,25 @@ def test_config_validation_names_the_fix():
         AgentConfig(reward_clip=(0, 3))
     with pytest.raises(ValueError, match="evaluator must be"):
         AgentConfig(evaluator="gpu")
+
+
+def test_cuda_gym_env_kwargs_are_checked_when_the_config_is_read():
+    with pytest.raises(ValueError, match=r"Unknown option agent.env_kwargs.devcie \(not a "
+                                         r"cuda_gym EnvConfig field\). Did you mean 'device'\?"):
+        AgentConfig(env_kwargs={"devcie": "cuda"})
+    with pytest.raises(ValueError, match=r"Unknown option agent.env_kwargs.judge.tolerance_mod\. "
+                                         r"Did you mean 'tolerance_mode'\?"):
+        AgentConfig(env_kwargs={"judge": {"tolerance_mod": "paper"}})
+    with pytest.raises(ValueError, match=r"agent.env_kwargs: device must be"):
+        AgentConfig(env_id="cuda_gym:CudaKernelSingleTurn-v0", env_kwargs={"device": "gpu"})
+    AgentConfig(env_id=ENV_ID, env_kwargs={"anything": 1})  # other envs: gym.make decides
+
+
+def test_a_judge_block_reaches_the_env_as_a_judge_config():
+    config = AgentConfig(env_kwargs={"device": "cpu", "judge": {"tolerance_mode": "paper"}})
+    env = make_env(config)
+    try:
+        assert not isinstance(env, FailedEnv), getattr(env, "error", None)
+        assert env.unwrapped.judge.config.tolerance_mode == "paper"
+    finally:
+        env.close()

@@ -1,27 +1,36 @@
-"""RFT: filtering hand-made trajectories and the SFT set's loss masks under OpenRLHF's dataset."""
+"""RFT: filtering trajectories, and token rows whose loss falls on the agent's tokens only.
 
-import importlib.util
+The mask test plays a real runner episode with Qwen3's chat template (shipped in trl) and
+feeds the SFT set through the dataset OpenRLHF's SFT CLI gets (token_sft.TokenSFTDataset).
+"""
+
+import asyncio
 import json
-from pathlib import Path
-from types import SimpleNamespace
 
+import gymnasium as gym
 import pytest
 
+from agent_trainer.config import RunnerConfig
 from agent_trainer.pipeline_config import RFTConfig
 from agent_trainer.rft import write_sft_set
+from agent_trainer.runner import run_token_episode
 from agent_trainer.tiny import build_tiny_tokenizer
+from agent_trainer.token_sft import TokenSFTDataset, token_row
+from tests.agent_trainer.fakes import ScriptedModel
 
 
 def traj(actions, reward=2.0, invalid=(), error=None, truncated=False):
     messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "Task t"}]
-    turns = []
+    turns, ids, ranges = [], [1, 2, 3], []
     for i, action in enumerate(actions):
         messages += [{"role": "assistant", "content": action},
                      {"role": "user", "content": f"obs {i}"}]
         turns.append({"action": action, "observation": f"obs {i}",
                       "invalid_action": i in invalid, "parse_errors": []})
+        ranges.append([len(ids), len(ids) + 2])
+        ids += [10 + i, 20 + i, 7, 7]  # two action tokens, two feedback tokens
     return {"messages": messages, "turns": turns, "reward": reward, "error": error,
-            "truncated": truncated}
+            "truncated": truncated, "token_ids": ids, "action_ranges": ranges}
 
 
 GOOD = traj(["<tool_call>read</tool_call>", "write it", "<tool_call>submit</tool_call>"], 3.0)
@@ -44,15 +53,14 @@ def write(tmp_path, rows):
 
 def test_filtering_keeps_positive_clean_trajectories(tmp_path):
     out = tmp_path / "sft.jsonl"
-    report = write_sft_set([write(tmp_path, TRAJECTORIES)], out, RFTConfig())
+    report = write_sft_set([write(tmp_path, TRAJECTORIES)], out, RFTConfig(), 4096)
     assert report.read == 7 and report.kept == 2
     assert report.dropped == {"env_error": 1, "looping": 1, "low_reward": 2,
                               "malformed_tool_call": 1}
     rows = [json.loads(x) for x in out.read_text().splitlines()]
-    assert rows[0]["messages"] == GOOD["messages"][:-1]  # ends with the last assistant turn
-    assert rows[0]["messages"][-1]["role"] == "assistant"
+    assert rows[0] == {"input_ids": GOOD["token_ids"], "action_ranges": GOOD["action_ranges"]}
     report = write_sft_set([write(tmp_path, TRAJECTORIES)], out,
-                           RFTConfig(drop_truncated=True, max_repeats=4))
+                           RFTConfig(drop_truncated=True, max_repeats=4), 4096)
     assert report.kept == 2 and report.dropped["truncated"] == 1 and "looping" not in \
         report.dropped
 
@@ -61,54 +69,60 @@ def test_bad_lines_name_the_file_and_line(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(GOOD) + "\n{not json\n")
     with pytest.raises(ValueError, match=r"t.jsonl:2"):
-        write_sft_set([path], tmp_path / "o.jsonl", RFTConfig())
+        write_sft_set([path], tmp_path / "o.jsonl", RFTConfig(), 4096)
+    path.write_text(json.dumps({"messages": []}) + "\n")
+    with pytest.raises(ValueError, match=r"t.jsonl:1: not a trajectory object with 'messages', "
+                                         "'token_ids'"):
+        write_sft_set([path], tmp_path / "o.jsonl", RFTConfig(), 4096)
 
 
-class Table:
-    """The two `datasets.Dataset` methods SFTDataset calls, over a list of rows."""
-
-    def __init__(self, rows):
-        self.rows = rows
-        self.column_names = sorted(rows[0]) if rows else []
-
-    def map(self, fn, remove_columns=None, num_proc=None):
-        return Table([fn(dict(r)) for r in self.rows])
-
-    def filter(self, fn):
-        return Table([r for r in self.rows if fn(r)])
-
-    def __getitem__(self, key):
-        return [r[key] for r in self.rows]
+def test_rows_are_cut_to_the_sft_length():
+    # 3 prompt tokens, then actions [3, 5) and [7, 9): cut at 8 keeps one and a half actions.
+    assert token_row(GOOD, 8) == {"input_ids": GOOD["token_ids"][:8],
+                                  "action_ranges": [[3, 5], [7, 8]]}
+    assert token_row(GOOD, 3) is None  # nothing of the model's within the length
 
 
-def openrlhf_sft_dataset():
-    import openrlhf
+ENV_ID = "AgentTrainerScriptedRft-v0"
+if ENV_ID not in gym.registry:
+    gym.register(ENV_ID, entry_point="tests.agent_trainer.fakes:ScriptedEnv",
+                 disable_env_checker=True)
+REPLIES = [
+    "<think>\nplan one: read the reference first\n</think>\n\n"
+    '<tool_call>\n{"name": "read_file", "arguments": {"path": "model.py"}}\n</tool_call>',
+    "<think>\nplan two: looks fine\n</think>\n\n"
+    '<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call>',
+]
 
-    path = Path(openrlhf.__file__).parent / "datasets" / "sft_dataset.py"
-    spec = importlib.util.spec_from_file_location("_openrlhf_sft_dataset", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.SFTDataset
 
+def test_loss_falls_on_the_agents_tokens_with_qwen3s_template(tmp_path):
+    from trl.chat_template_utils import qwen3_chat_template
 
-def test_sft_set_loss_masks_cover_only_assistant_tokens(tmp_path):
-    out = tmp_path / "sft.jsonl"
-    write_sft_set([write(tmp_path, TRAJECTORIES)], out, RFTConfig())
-    rows = [json.loads(x) for x in out.read_text().splitlines()]
     tok = build_tiny_tokenizer()
-    # The flags our SFT command passes: --data.multiturn --data.apply_chat_template
-    # --data.input_key messages.
-    data_args = SimpleNamespace(input_key="messages", output_key=None, apply_chat_template=True)
-    strategy = SimpleNamespace(args=SimpleNamespace(data=data_args))
-    dataset = openrlhf_sft_dataset()(Table(rows), tok, 4096, strategy, multiturn=True,
-                                     num_processors=1)
-    assert len(dataset) == 2
-    for i, row in enumerate(rows):
-        input_ids, _, loss_mask = dataset[i]
-        ids, mask = input_ids[0].tolist(), loss_mask[0].tolist()
-        # loss_mask[j] = 1 means token j+1 is a training target.
-        targets = [ids[j + 1] for j in range(len(ids) - 1) if mask[j]]
-        assistant = [m["content"] for m in row["messages"] if m["role"] == "assistant"]
-        expected = "".join(f"{a}<|im_end|>\n" for a in assistant).removesuffix("\n")
-        assert tok.decode(targets, skip_special_tokens=False) == expected
-        assert "obs" not in tok.decode(targets) and "Task t" not in tok.decode(targets)
+    tok.chat_template = qwen3_chat_template
+    env = gym.make(ENV_ID)
+    model = ScriptedModel(tok, REPLIES, logprobs=False)
+    episode = asyncio.run(run_token_episode(env, model, tok, RunnerConfig(max_turns=4)))
+    assert episode.reward == 3.0 and len(episode.action_ranges) == 2
+    path = tmp_path / "traj.jsonl"
+    path.write_text(json.dumps(episode.to_json()) + "\n")
+    out = tmp_path / "sft.jsonl"
+    assert write_sft_set([path], out, RFTConfig(), 16384).kept == 1
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    dataset = TokenSFTDataset(rows, tok, 16384, None)
+    input_ids, attention, loss_mask = dataset.collate_fn([dataset[0]])
+    ids, mask = input_ids[0].tolist(), loss_mask[0].tolist()
+    assert ids == episode.token_ids and attention.sum() == len(ids)
+    # loss_mask[j] = 1 means token j+1 is a training target (OpenRLHF's shift).
+    targets = [ids[j + 1] for j in range(len(ids) - 1) if mask[j]]
+    expected = "".join(r + "<|im_end|>" for r in REPLIES)
+    assert tok.decode(targets, skip_special_tokens=False) == expected
+    text = tok.decode(ids, skip_special_tokens=False)
+    assert "<|im_start|>user\nobs 1: ok<|im_end|>" in text  # feedback, not a target
+    # Re-rendering the messages (what OpenRLHF's multi-turn SFT set does) loses turn 1's
+    # reasoning under this template: the sampled tokens are not what it would train on.
+    rendered = tok.apply_chat_template(episode.messages[:-1], tokenize=False)
+    assert "plan one" in text and "plan one" not in rendered
+
+
+

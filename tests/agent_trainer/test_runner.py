@@ -6,7 +6,7 @@ import pytest
 
 from agent_trainer.config import RunnerConfig
 from agent_trainer.episode import LOG_KEYS
-from agent_trainer.runner import SUBMIT_ACTION, run_episode
+from agent_trainer.runner import SUBMIT_ACTION, run_token_episode
 from agent_trainer.tiny import build_tiny_tokenizer
 from tests.agent_trainer.fakes import ScriptedEnv, ScriptedModel
 
@@ -17,7 +17,7 @@ def tok():
 
 
 def play(env, model, tok, **config):
-    return asyncio.run(run_episode(env, model, tok, RunnerConfig(**config), seed=7,
+    return asyncio.run(run_token_episode(env, model, tok, RunnerConfig(**config), seed=7,
                                    options={"task_id": "toy"}))
 
 
@@ -107,7 +107,7 @@ def test_env_truncation_is_reported(tok):
 def test_token_budget_caps_turns_and_the_sequence(tok):
     env = ScriptedEnv()
     model = ScriptedModel(tok, ["x" * 30] * 10)
-    first = asyncio.run(run_episode(ScriptedEnv(), ScriptedModel(tok, ["submit"]), tok))
+    first = asyncio.run(run_token_episode(ScriptedEnv(), ScriptedModel(tok, ["submit"]), tok))
     budget = first.prompt_length + 100
     ep = play(env, model, tok, max_length=budget, max_tokens_per_turn=40)
     assert ep.truncated and ep.stop_reason == "token_budget"

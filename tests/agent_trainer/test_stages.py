@@ -42,8 +42,16 @@ def test_every_openrlhf_command_is_accepted_by_openrlhf(recipe):
                 assert tail == list(command.openrlhf_args)
                 if cfg.launch.recipe == "multi_node":
                     assert command.argv[:3] == ("ray", "job", "submit")
-                    assert command.argv[command.argv.index("--") + 1:][0] in ("python",
-                                                                               "deepspeed")
+                    assert command.argv[command.argv.index("--") + 1] == sys.executable
+                # Both run through the wrapper that patches OpenRLHF: the GAE for PPO
+                # (multiturn_gae.py), the token-row dataset for SFT (token_sft.py).
+                at = command.argv.index("agent_trainer.openrlhf_main")
+                assert command.argv[at + 1] == command.openrlhf_module
+                if command.openrlhf_module == "openrlhf.cli.train_ppo_ray":
+                    assert command.argv[at - 2: at] == (sys.executable, "-m")
+                else:
+                    assert command.argv[at - 1] == "--module"
+                    assert "deepspeed.launcher.runner" in command.argv
     ppo = parsed["ppo"]
     assert ppo.algo.advantage.estimator == "gae"
     assert (ppo.algo.advantage.gamma, ppo.algo.advantage.lambd) == (1.0, 0.95)
@@ -58,9 +66,11 @@ def test_every_openrlhf_command_is_accepted_by_openrlhf(recipe):
     assert value.critic.freezing_steps >= 10**9 and value.critic.save_value_network
     warm = parsed["warmup"]
     assert warm.train.agent_func_path.endswith("warmup/agent_func.py")
-    assert warm.actor.model_name_or_path == cfg.model
+    # Past the model's native context the run starts from its rope-scaled copy (context.py).
+    assert warm.actor.model_name_or_path == (
+        str(cfg.run_path / "base_model") if cfg.rope_scaling else cfg.model)
     sft = parsed["rft"]
-    assert sft.data.multiturn and sft.data.apply_chat_template and sft.data.input_key == "messages"
+    assert not sft.data.apply_chat_template and sft.data.input_key == "input_ids"
     assert sft.model.model_name_or_path.endswith("warmup/model")
     launch = cfg.launch
     assert ppo.actor.num_gpus_per_node == launch.gpus_per_node - launch.evaluator_gpus_per_node
@@ -99,7 +109,8 @@ def test_prepare_writes_agent_files_and_tasks(tmp_path):
     cfg_path = tmp_path / "cfg.yaml"
     cfg_path.write_text(f"run_dir: {tmp_path / 'run'}\nmodel: m\n"
                         "tasks: {sources: [builtin], include: [row_softmax], repeat: 2}\n"
-                        "launch: {recipe: node, gpus_per_node: 4, evaluator_gpus_per_node: 1}\n")
+                        "launch: {recipe: node, gpus_per_node: 4, evaluator_gpus_per_node: 2}\n"
+                        "agent: {max_concurrent_episodes: 4}\n")
     cfg = load_config(cfg_path)
     prepare_ppo_stage(cfg, "warmup")
     run = tmp_path / "run" / "warmup"
