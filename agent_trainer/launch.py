@@ -20,7 +20,7 @@ from agent_trainer.multiturn_gae import SETUP_HOOK
 from agent_trainer.pipeline_config import LaunchConfig, PipelineConfig, PPOConfig, RFTConfig
 
 PPO_MODULE = "openrlhf.cli.train_ppo_ray"
-PPO_ENTRY = "agent_trainer.openrlhf_main"
+OPENRLHF_ENTRY = "agent_trainer.openrlhf_main"
 """Runs an OpenRLHF module with our patches: multi-turn GAE in every Ray worker for PPO
 (multiturn_gae.py), the token-row dataset for SFT (token_sft.py)."""
 SFT_MODULE = "openrlhf.cli.train_sft"
@@ -185,9 +185,9 @@ def openrlhf_command(stage: str, launch: LaunchConfig, module: str, args: list[s
     """The full command for an OpenRLHF module under the launch recipe."""
     if module == SFT_MODULE:
         inner = [launch.python_executable, "-m", "deepspeed.launcher.runner", "--num_gpus",
-                 str(launch.sft_gpus), "--module", PPO_ENTRY, module]
+                 str(launch.sft_gpus), "--module", OPENRLHF_ENTRY, module]
     else:
-        inner = [launch.python_executable, "-m", PPO_ENTRY, module]
+        inner = [launch.python_executable, "-m", OPENRLHF_ENTRY, module]
     argv = inner + list(args)
     if launch.recipe == "multi_node":
         runtime = json.dumps({"working_dir": launch.working_dir,

@@ -34,10 +34,10 @@ def token_row(episode: dict, max_len: int) -> dict | None:
 
 
 def loss_mask_of(length: int, action_ranges: list) -> list[float]:
-    """OpenRLHF's loss mask: position j is 1 when token j+1 is an action token."""
+    """OpenRLHF's loss mask: position j is 1 when token j+1 is an action token (of `length`)."""
     mask = [0.0] * length
     for start, end in action_ranges:
-        for j in range(start - 1, end - 1):
+        for j in range(max(start - 1, 0), min(end, length) - 1):
             mask[j] = 1.0
     return mask
 

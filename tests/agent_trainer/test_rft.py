@@ -126,3 +126,27 @@ def test_loss_falls_on_the_agents_tokens_with_qwen3s_template(tmp_path):
 
 
 
+
+
+def test_the_token_dataset_takes_openrlhfs_sft_call_and_a_datasets_table(tmp_path):
+    import ast
+    import importlib.util
+    import inspect
+
+    from datasets import Dataset
+
+    spec = importlib.util.find_spec("openrlhf.cli.train_sft")
+    if spec is None:
+        pytest.skip("openrlhf is not installed")
+    calls = [node for node in ast.walk(ast.parse(open(spec.origin).read()))
+             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "SFTDataset"]
+    params = inspect.signature(TokenSFTDataset).parameters
+    for node in calls:  # train_sft builds its train (and eval) set with these arguments
+        assert len(node.args) <= 4 and {k.arg for k in node.keywords} <= set(params)
+    rows = [token_row(GOOD, 4096), token_row(traj(["x"]), 4096)]
+    dataset = TokenSFTDataset(Dataset.from_list(rows), build_tiny_tokenizer(), 9, None,
+                              pretrain_mode=False, input_template=None, multiturn=False)
+    ids, attention, loss = dataset.collate_fn([dataset[0], dataset[1]])
+    assert ids.shape == attention.shape == loss.shape == (2, 9)
+    assert attention[1].tolist() == [1] * 7 + [0] * 2  # the shorter row is right-padded
+    assert loss[0].tolist() == [0, 0, 1, 1, 0, 0, 1, 1, 0]
