@@ -177,7 +177,8 @@ def builtin_task(task_id: str) -> Task:
         close = difflib.get_close_matches(task_id, ids, n=3)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise UnknownTaskError(
-            f"Unknown built-in task {task_id!r}.{hint} `cuda-gym tasks list` shows all."
+            f"Unknown built-in task {task_id!r}.{hint} `cuda-gym tasks list --source builtin` "
+            "shows all."
         )
     return Task(task_id=task_id, source=path.read_text(), origin="builtin")
 
@@ -199,8 +200,12 @@ def load_task(spec: str | Path | Task) -> Task:
     """Load a task from a Task, a built-in id, a path to a `.py` file, or source text.
 
     Args:
-        spec: A `Task` (returned as is), a built-in id such as "softmax_rows", a path to a
-            KernelBench-format file, or the source text itself (anything containing a newline).
+        spec: A `Task` (returned as is), a built-in id: a hand-written task such as
+            "row_softmax" or one of the shipped synthesised set such as "synth_0_02522", a path
+            to a KernelBench-format file, or the source text itself (anything with a newline).
+
+    Raises:
+        UnknownTaskError: No such id; the message suggests close matches.
     """
     if isinstance(spec, Task):
         return spec
@@ -209,4 +214,21 @@ def load_task(spec: str | Path | Task) -> Task:
         return task_from_string(text)
     if text.endswith(".py") or Path(text).is_file():
         return task_from_file(text)
-    return builtin_task(text)
+    if (BUILTIN_DIR / f"{text}.py").is_file() and not text.startswith("_"):
+        return builtin_task(text)
+    from cuda_gym.tasks.sources import builtin_set_available, load_builtin_set
+
+    shipped = load_builtin_set() if builtin_set_available() else None
+    if shipped is not None and text in shipped:
+        return shipped.get(text)
+    ids = builtin_task_ids() + (shipped.ids() if shipped is not None else [])
+    close = difflib.get_close_matches(text, ids, n=3)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    searched = "the hand-written tasks" + (
+        f" or the shipped synthesised set ({len(shipped)} tasks)" if shipped is not None else ""
+    )
+    raise UnknownTaskError(
+        f"Unknown task {text!r}: not a file and not in {searched}.{hint} "
+        "`cuda-gym tasks list --source all` lists them; tasks of a KernelBench checkout or a "
+        "parquet file are found with --source."
+    )
