@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import logging
+
 from cuda_gym.tools.base import Tool, ToolContext, ToolResult, truncate_text
 from cuda_gym.tools.report import correctness_text
 
+logger = logging.getLogger(__name__)
+
 
 def judge_data(verdict) -> dict:
-    """The verdict fields worth keeping in `info` for one tool call."""
+    """The verdict fields worth keeping in `info` for one tool call; logs the judge's stages."""
+    logger.info(
+        "judge: %s after stage %s in %.1f s (%s)",
+        verdict.verdict,
+        verdict.stage,
+        verdict.duration_s,
+        ", ".join(f"{k} {v:.2f} s" for k, v in verdict.stage_times_s.items()) or "no stages",
+    )
     return {
         "compiled": verdict.compiled,
         "correct": verdict.correct,
@@ -19,6 +30,8 @@ def judge_data(verdict) -> dict:
         "speedup_vs_compile": verdict.speedup_vs_compile,
         "time_ms": dict(verdict.time_ms),
         "error": verdict.error,
+        "build_cached": verdict.build.cached if verdict.build is not None else None,
+        "stage_times_s": dict(verdict.stage_times_s),
         "restored_files": [],
     }
 
@@ -43,7 +56,9 @@ def run_candidate(ctx: ToolContext, args: dict) -> ToolResult:
     return ToolResult(
         "run",
         ok=verdict.correct,
-        text=truncate_text(note + correctness_text(verdict), ctx.max_output_chars),
+        text=truncate_text(
+            note + correctness_text(verdict, str(ctx.workspace.root)), ctx.max_output_chars
+        ),
         data=data,
         verdict=verdict,
     )
