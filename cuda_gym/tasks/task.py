@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import difflib
 import hashlib
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -115,7 +116,21 @@ def _check_format(source: str, task_id: str) -> None:
         )
 
 
+# Full-line comments about GPU timings and hardware (e.g. "# H200 eager ~2.1 ms (...)"): true of
+# the CUDA sizes only, so the CPU version of a task leaves them out.
+_GPU_COMMENT = re.compile(r"^\s*#.*\b(H100|H200|HBM|cuDNN|TF32|GPU)\b")
+
+
 def _specialise(source: str, device: str) -> str:
+    """Apply (cpu) or drop (cuda) the `CPU_SIZES` overrides; on cpu drop GPU-only comments."""
+    source = _apply_sizes(source, device)
+    if device == "cpu":
+        lines = source.splitlines(keepends=True)
+        source = "".join(line for line in lines if not _GPU_COMMENT.match(line))
+    return source
+
+
+def _apply_sizes(source: str, device: str) -> str:
     """Apply (cpu) or drop (cuda) the `CPU_SIZES` overrides, editing only the affected lines."""
     tree = ast.parse(source)
     sizes_node = None
