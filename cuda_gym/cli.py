@@ -242,6 +242,7 @@ def cmd_play(args: argparse.Namespace) -> int:
         tool_mode=args.tool_mode,
         max_turns=args.max_turns,
         seed=args.seed,
+        max_retries=args.max_retries,
         progress=not args.no_progress,
     )
     summary = play(config)
@@ -381,6 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--tool-mode", default="native", choices=["native", "text"])
     play.add_argument("--max-turns", type=int, default=30, help="turns per episode")
     play.add_argument("--seed", type=int, default=0, help="seed of the first episode")
+    play.add_argument(
+        "--max-retries", type=int, default=4, help="further attempts of a failed request"
+    )
     play.add_argument("--no-progress", action="store_true", help="no progress bar")
     play.set_defaults(func=cmd_play)
 
