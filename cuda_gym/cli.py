@@ -94,12 +94,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _step_status(info: dict, seconds: float) -> str:
     """One line on a step: its tools, seconds, whether the build was cached, the reward."""
     parts = []
-    for r in info.get("tool_results", []):
-        text = r["name"] + (" (invalid)" if r.get("invalid") else "")
+    # A result's data may carry a "name" of its own (read_skill's skill): the call names the tool.
+    calls = info.get("tool_calls", [])
+    for call, r in zip(calls, info.get("tool_results", [])):
+        tool = call["name"]
+        text = tool + (" (invalid)" if r.get("invalid") else "")
         cached = r.get("cached", r.get("build_cached"))
-        if r["name"] in ("compile", "run", "profile", "submit") and cached is not None:
+        if tool in ("compile", "run", "profile", "submit") and cached is not None:
             text += f" [build {'cached' if cached else 'fresh'}]"
-        if r.get("correct") is not None and r["name"] != "compile":
+        if r.get("correct") is not None and tool != "compile":
             text += " correct" if r["correct"] else " incorrect"
         parts.append(text)
     line = f"{', '.join(parts) or 'no tool call'} in {seconds:.1f} s"

@@ -145,6 +145,26 @@ def test_demo_json_on_the_cpu():
     assert result["speedup_vs_eager"] > 0 and result["speedup_vs_compile"] > 0
 
 
+def test_step_status_names_the_tool_the_seconds_and_the_build():
+    from cuda_gym.cli import _step_status
+
+    info = {
+        "tool_calls": [{"name": "read_skill"}, {"name": "run"}],
+        "tool_results": [
+            {"name": "workspace", "ok": True},
+            {"name": "run", "build_cached": True, "correct": False},
+        ],
+        "stop_reason": None,
+    }
+    assert _step_status(info, 12.34) == "read_skill, run [build cached] incorrect in 12.3 s"
+    info = {
+        "tool_calls": [{"name": "submit"}],
+        "tool_results": [{"name": "submit", "build_cached": False, "correct": True}],
+        "stop_reason": "submit",
+    }
+    assert _step_status(info, 40) == "submit [build fresh] correct in 40.0 s; episode over (submit)"
+
+
 def test_demo_refuses_tasks_it_has_no_solution_for(capsys):
     assert main(["demo", "--device", "cpu", "--task", "row_softmax"]) == 2
     assert "scripted demo agent" in capsys.readouterr().err
@@ -224,3 +244,34 @@ def test_judge_explains_a_forbidden_op_in_one_paragraph(tmp_path):
     assert "worker.py" not in out.stdout and "site-packages" not in out.stdout
     assert 'File "model_new.py", line 11, in forward' in out.stdout
     assert len(out.stdout.splitlines()) < 16
+
+
+@pytest.mark.slow
+def test_demo_streams_each_turn_while_the_episode_runs():
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cuda_gym", "demo", "--device", "cpu"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        first = proc.stdout.readline()
+        assert first.startswith("cuda-gym demo: task sigmoid_gated_multiply on device cpu")
+        assert "each judged step" in first
+        banners = []
+        for line in proc.stdout:
+            if line.startswith("===== "):
+                banners.append(line.split()[1])
+            if banners.count("AGENT") == 2 and banners[-1] == "ENV":
+                break
+        # The first steps' observations arrive while the episode (7 more steps) still runs.
+        assert banners == ["ENV", "AGENT", "ENV", "AGENT", "ENV"] and proc.poll() is None
+        out, err = proc.communicate(timeout=900)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    steps = [line for line in err.splitlines() if line.startswith("[step ")]
+    assert len(steps) == 9 and steps[0].startswith("[step 1/9] read_skill in ")
+    assert "compile [build fresh]" in steps[5] or "compile [build cached]" in steps[5]
+    assert steps[-1].endswith("episode over (submit)")
+    assert '"reward"' in out.split("===== RESULT")[1]
