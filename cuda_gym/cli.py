@@ -138,6 +138,9 @@ def cmd_judge(args: argparse.Namespace) -> int:
         if kernels:
             shutil.copytree(kernels, Path(tmp) / "kernels")
         verdict = Judge(config).evaluate(task, tmp, timing=not args.no_timing)
+    from cuda_gym.tools.report import log_judge_stages
+
+    log_judge_stages(verdict)
     if args.json:
         _print_json(verdict.to_dict())
     else:

@@ -1,6 +1,7 @@
 """Smoke tests of the `cuda-gym` command line, run as a user would."""
 
 import json
+import logging
 import subprocess
 import sys
 
@@ -118,10 +119,12 @@ def test_synth_help_defaults_to_auto_and_python_m_synth_works():
     assert alone.returncode == 0 and alone.stdout.startswith("usage: python -m cuda_gym.synth")
 
 
-def test_judge_exit_code_1_on_reject_and_2_on_usage_errors(tmp_path, capsys):
+def test_judge_exit_code_1_on_reject_and_2_on_usage_errors(tmp_path, capsys, caplog):
     broken = tmp_path / "solution.py"
     broken.write_text("import torch\nclass ModelNew(torch.nn.Module:\n    pass\n")
-    assert main(["judge", TASK_ID, str(broken), "--device", "cpu"]) == 1
+    caplog.set_level(logging.INFO)
+    assert main(["-v", "judge", TASK_ID, str(broken), "--device", "cpu"]) == 1
+    assert "judge: reject after stage static" in caplog.text
     out = capsys.readouterr().out
     assert out.startswith("verdict   reject (reward -1, milestone)")
     assert "mode      strict precision on cpu" in out

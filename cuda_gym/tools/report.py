@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import logging
 import re
 
 from cuda_gym.judge import BuildResult, Verdict
+
+logger = logging.getLogger(__name__)
+
+
+def log_judge_stages(verdict: Verdict) -> None:
+    """Log (INFO) where a judgement stopped and the seconds of each of its stages."""
+    logger.info(
+        "judge: %s after stage %s in %.1f s (%s)",
+        verdict.verdict,
+        verdict.stage,
+        verdict.duration_s,
+        ", ".join(f"{k} {v:.2f} s" for k, v in verdict.stage_times_s.items()) or "no stages",
+    )
 
 
 def _ms(value: float | None) -> str:

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import logging
-
 from cuda_gym.tools.base import Tool, ToolContext, ToolResult, truncate_text
-from cuda_gym.tools.report import correctness_text
-
-logger = logging.getLogger(__name__)
+from cuda_gym.tools.report import correctness_text, log_judge_stages
 
 
 def judge_data(verdict) -> dict:
     """The verdict fields worth keeping in `info` for one tool call; logs the judge's stages."""
-    logger.info(
-        "judge: %s after stage %s in %.1f s (%s)",
-        verdict.verdict,
-        verdict.stage,
-        verdict.duration_s,
-        ", ".join(f"{k} {v:.2f} s" for k, v in verdict.stage_times_s.items()) or "no stages",
-    )
+    log_judge_stages(verdict)
     return {
         "compiled": verdict.compiled,
         "correct": verdict.correct,
