@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -435,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     except (CudaGymError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (`cuda-gym tasks list | head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell tool killed by it
     except KeyboardInterrupt:
         print(f"\ninterrupted after {time.monotonic() - start:.0f} s", file=sys.stderr)
         return 130

@@ -278,3 +278,14 @@ def test_demo_streams_each_turn_while_the_episode_runs():
     assert "compile [build fresh]" in steps[5] or "compile [build cached]" in steps[5]
     assert steps[-1].endswith("episode over (submit)")
     assert '"reward"' in out.split("===== RESULT")[1]
+
+
+def test_a_closed_pipe_ends_the_listing_without_a_traceback():
+    out = subprocess.run(
+        f"{sys.executable} -m cuda_gym tasks list --source all | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+    )
+    assert out.stdout.startswith("attention_softmax_matmul")
+    assert "Traceback" not in out.stderr
