@@ -70,8 +70,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return 2
     steps = scripted_step_count()
     print(
-        f"cuda-gym demo: task {args.task} on device {args.device}; {steps} scripted steps, "
-        "each judged step (compile, run, profile, submit) takes 10-60 s",
+        f"cuda-gym demo: task {args.task} on device {args.device}; {steps} scripted steps; "
+        "each judged step (compile, run, profile, submit) takes 10-60 s on an idle machine",
         file=sys.stderr if args.json else sys.stdout,
         flush=True,
     )
@@ -316,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         formatter_class=fmt,
         help="play a scripted episode (inspect, write, compile, run, profile, submit), "
-        "printing each turn as it happens; takes 1-4 minutes",
+        "printing each turn as it happens; takes 1-4 minutes on an idle machine",
     )
     demo.add_argument("--device", default="auto", choices=DEVICES, help=DEVICE_HELP)
     demo.add_argument(
