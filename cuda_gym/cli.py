@@ -242,6 +242,7 @@ def cmd_play(args: argparse.Namespace) -> int:
         model=args.model,
         api_key_env=args.api_key_env,
         task=args.task,
+        source=args.source,
         tasks=args.tasks,
         episodes=args.episodes,
         out=args.out,
@@ -383,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     which = play.add_mutually_exclusive_group(required=True)
     which.add_argument("--task", help="play this task id in every episode")
     which.add_argument("--tasks", metavar="SOURCE", help=f"sample tasks from {SOURCE_HELP}")
+    play.add_argument("--source", help="where to find the --task id (a source as for --tasks)")
     play.add_argument("--episodes", type=int, default=1)
     play.add_argument("--out", required=True, help="directory for trajectories and the summary")
     play.add_argument("--device", default="auto", choices=DEVICES, help=DEVICE_HELP)

@@ -31,7 +31,8 @@ class PlayConfig:
         base_url: The endpoint's API root, e.g. "http://localhost:8000/v1".
         model: The served model's name.
         api_key_env: Environment variable holding the API key (unset is fine locally).
-        task: One task id (any source, or a task file) played in every episode; or None.
+        task: One task id (or a task file) played in every episode; or None.
+        source: Where to find `task` when it is not a built-in id or a file (a task source).
         tasks: A task source (see cuda_gym.tasks.catalog.SOURCE_HELP) to draw episodes from,
             each task once in a seeded order before any repeats; or None.
         episodes: Episodes to play.
@@ -49,6 +50,7 @@ class PlayConfig:
     out: str
     api_key_env: str = "OPENAI_API_KEY"
     task: str | None = None
+    source: str | None = None
     tasks: str | None = None
     episodes: int = 1
     device: str = "auto"
@@ -61,6 +63,8 @@ class PlayConfig:
     def __post_init__(self) -> None:
         if (self.task is None) == (self.tasks is None):
             raise ConfigError("give exactly one of task (one id) and tasks (a task source)")
+        if self.source is not None and self.task is None:
+            raise ConfigError("source names where --task is found; with tasks it is not used")
         if self.episodes < 1:
             raise ConfigError(f"episodes must be at least 1, got {self.episodes}")
         if self.max_turns < 1:
@@ -76,7 +80,7 @@ def episode_tasks(config: PlayConfig) -> list:
     from cuda_gym.tasks.catalog import find_task, open_sources
 
     if config.task is not None:
-        return [find_task(config.task)] * config.episodes
+        return [find_task(config.task, config.source)] * config.episodes
     pool = [task for task_set in open_sources(config.tasks) for task in task_set]
     if not pool:
         raise ConfigError(f"task source {config.tasks!r} holds no tasks")

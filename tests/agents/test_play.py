@@ -94,6 +94,10 @@ def test_play_config_is_validated_and_orders_tasks_by_seed():
         PlayConfig(base_url="u", model="m", out="o")
     with pytest.raises(ConfigError, match="episodes must be at least 1"):
         PlayConfig(base_url="u", model="m", out="o", task="row_softmax", episodes=0)
+    with pytest.raises(ConfigError, match="source names where --task is found"):
+        PlayConfig(base_url="u", model="m", out="o", tasks="builtin", source="builtin")
+    one = PlayConfig(base_url="u", model="m", out="o", task="row_softmax", source="builtin")
+    assert [t.task_id for t in episode_tasks(one)] == ["row_softmax"]
     config = PlayConfig(base_url="u", model="m", out="o", tasks="builtin", episodes=20)
     ids = [t.task_id for t in episode_tasks(config)]
     assert len(set(ids[:16])) == 16 and ids[16:] == ids[:4]
