@@ -48,3 +48,11 @@ def test_the_cpu_env_statement_and_skill_files_are_cpu_only():
         assert 'read_skill("cpp-cpu")' in skill and "cuda-hopper" not in skill
     finally:
         env.close()
+
+
+def test_the_profiling_skill_on_the_cpu_has_no_gpu_passages():
+    cpu = {s.name: s for s in skills_for_device("cpu")}["profiling"].text
+    cuda = {s.name: s for s in skills_for_device("cuda")}["profiling"].text
+    for fragment in ("__global__", "CUDA events", "H200", "threadIdx"):
+        assert fragment not in cpu and fragment in cuda
+    assert "host wall-clock" in cpu and "host wall-clock" not in cuda
