@@ -93,7 +93,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _step_status(info: dict, seconds: float) -> str:
-    """One line on a step: its tools, seconds, whether the build was cached, the reward."""
+    """One line on a step: its tools, seconds, whether the build was cached, correct or not."""
     parts = []
     # A result's data may carry a "name" of its own (read_skill's skill): the call names the tool.
     calls = info.get("tool_calls", [])

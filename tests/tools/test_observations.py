@@ -55,3 +55,9 @@ def test_an_invalid_action_shows_the_budget_left(env):
     obs, _, _, truncated, info = env.step(call("read_file"))
     assert truncated and info["stop_reason"] == "invalid_actions"
     assert "left)" not in obs
+
+
+def test_tool_results_keep_the_tools_name(env):
+    _, _, _, _, info = env.step(call("read_skill", name="workspace"))
+    assert info["tool_results"][0]["name"] == "read_skill"
+    assert info["tool_results"][0]["skill"] == "workspace"
