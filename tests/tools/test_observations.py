@@ -58,6 +58,6 @@ def test_an_invalid_action_shows_the_budget_left(env):
 
 
 def test_tool_results_keep_the_tools_name(env):
-    _, _, _, _, info = env.step(call("read_skill", name="workspace"))
+    _, _, _, _, info = env.step({"name": "read_skill", "arguments": {"name": "workspace"}})
     assert info["tool_results"][0]["name"] == "read_skill"
     assert info["tool_results"][0]["skill"] == "workspace"
