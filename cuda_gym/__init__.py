@@ -15,14 +15,51 @@ ThreadVectorEnv: N episodes stepped concurrently on threads.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 import gymnasium as gym
 
-from cuda_gym.actions import ParsedAction, ToolCall, parse_action
-from cuda_gym.config import EnvConfig
-from cuda_gym.env import CudaKernelEnv
-from cuda_gym.judge import Judge, JudgeConfig, Verdict, milestone_reward
-from cuda_gym.tasks import Task, builtin_task_ids, load_task
-from cuda_gym.tools import tool_schemas
+# The public names load on first use (PEP 562), so that `import cuda_gym` (and with it the
+# `cuda-gym` command line) registers the envs without importing torch.
+_LAZY = {
+    "ParsedAction": "cuda_gym.actions",
+    "ToolCall": "cuda_gym.actions",
+    "parse_action": "cuda_gym.actions",
+    "EnvConfig": "cuda_gym.config",
+    "CudaKernelEnv": "cuda_gym.env",
+    "Judge": "cuda_gym.judge",
+    "JudgeConfig": "cuda_gym.judge",
+    "Verdict": "cuda_gym.judge",
+    "milestone_reward": "cuda_gym.judge",
+    "Task": "cuda_gym.tasks",
+    "builtin_task_ids": "cuda_gym.tasks",
+    "load_task": "cuda_gym.tasks",
+    "tool_schemas": "cuda_gym.tools",
+}
+
+if TYPE_CHECKING:
+    from cuda_gym.actions import ParsedAction, ToolCall, parse_action
+    from cuda_gym.config import EnvConfig
+    from cuda_gym.env import CudaKernelEnv
+    from cuda_gym.judge import Judge, JudgeConfig, Verdict, milestone_reward
+    from cuda_gym.tasks import Task, builtin_task_ids, load_task
+    from cuda_gym.tools import tool_schemas
+
+
+def __getattr__(name: str):
+    """Import a public name's module on first access."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cuda_gym' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 

@@ -6,9 +6,9 @@ It is the package's smoke test and the README's main job: `cuda-gym demo --json`
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-
-import gymnasium as gym
 
 DEMO_TASK = "sigmoid_gated_multiply"
 SCRIPTED_TASKS = (DEMO_TASK,)
@@ -190,6 +190,11 @@ def scripted_actions(device: str) -> list[str]:
     return actions
 
 
+def scripted_step_count() -> int:
+    """Steps the scripted agent takes (the same on every device)."""
+    return len(scripted_actions("cpu"))
+
+
 @dataclass
 class DemoResult:
     """What the demo episode produced."""
@@ -221,24 +226,46 @@ class DemoResult:
         }
 
 
-def run_demo(device: str = "auto", task_id: str = DEMO_TASK, **env_kwargs) -> DemoResult:
+def run_demo(
+    device: str = "auto",
+    task_id: str = DEMO_TASK,
+    *,
+    on_turn: Callable[[str, str], None] | None = None,
+    on_step: Callable[[int, dict, float], None] | None = None,
+    **env_kwargs,
+) -> DemoResult:
     """Play the scripted episode and return its result.
 
     Args:
         device: "auto", "cuda" or "cpu".
         task_id: A built-in task; the scripted kernels solve only the default demo task.
+        on_turn: Called with (role, text) for each turn as soon as it exists: the task
+            statement, then each action ("agent") and its observation ("env").
+        on_step: Called after each step with (step number, step info, seconds it took).
         **env_kwargs: Further EnvConfig fields for gym.make.
     """
+    import gymnasium as gym
+
+    transcript: list[dict] = []
+
+    def record(role: str, text: str) -> None:
+        transcript.append({"role": role, "text": text})
+        if on_turn is not None:
+            on_turn(role, text)
+
     env = gym.make("cuda_gym:CudaKernel-v0", device=device, task=task_id, **env_kwargs)
     try:
         obs, info = env.reset(seed=0)
         resolved = info["device"]
-        transcript = [{"role": "env", "text": obs}]
+        record("env", obs)
         reward, terminated, truncated, step_info = 0.0, False, False, {}
-        for action in scripted_actions(resolved):
-            transcript.append({"role": "agent", "text": action})
+        for number, action in enumerate(scripted_actions(resolved), start=1):
+            record("agent", action)
+            start = time.monotonic()
             obs, reward, terminated, truncated, step_info = env.step(action)
-            transcript.append({"role": "env", "text": obs})
+            record("env", obs)
+            if on_step is not None:
+                on_step(number, step_info, time.monotonic() - start)
             if terminated or truncated:
                 break
         components = step_info.get("reward_components") or {}

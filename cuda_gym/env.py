@@ -231,6 +231,11 @@ class CudaKernelEnv(gym.Env[str, Any]):
                 )
             elif truncated:
                 sections.append(f"Episode truncated ({stop_reason}).")
+            if invalid and not (terminated or truncated):
+                left = self.config.max_invalid_actions - self._invalid
+                sections.append(
+                    f"(invalid actions: {left} of {self.config.max_invalid_actions} left)"
+                )
             reward = float(final.reward) if final is not None else 0.0
             self._done = terminated or truncated
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -59,7 +60,23 @@ def builtin_skills() -> tuple[Skill, ...]:
     return tuple(skills)
 
 
+# A device-only passage of a SKILL.md: `<!-- cuda -->` ... `<!-- /cuda -->` (or cpu).
+_DEVICE_BLOCK = re.compile(r"<!-- (cuda|cpu) -->\n(.*?)<!-- /\1 -->\n", re.DOTALL)
+
+
+def text_for_device(text: str, device: str) -> str:
+    """`text` with the passages marked for other devices removed and the markers dropped."""
+    return _DEVICE_BLOCK.sub(lambda m: m.group(2) if m.group(1) == device else "", text)
+
+
 def skills_for_device(device: str) -> list[Skill]:
-    """Built-in skills relevant on `device` (the C++ one only on the CPU, the CUDA one on GPUs)."""
+    """Built-in skills relevant on `device` (the C++ one only on the CPU, the CUDA one on GPUs).
+
+    Passages marked for the other device (see `text_for_device`) are left out.
+    """
     skip = {"cuda": {"cpp-cpu"}, "cpu": {"cuda-hopper"}}[device]
-    return [s for s in builtin_skills() if s.name not in skip]
+    return [
+        replace(s, text=text_for_device(s.text, device))
+        for s in builtin_skills()
+        if s.name not in skip
+    ]

@@ -3,7 +3,7 @@
     cuda-gym synth --n 20 --device cpu --seed 0 --out tasks.parquet
     cuda-gym synth --n 500 --device cuda --out DIR --decontaminate-against ~/KernelBench
 
-Kept free of torch imports at module level, so building the `cuda-gym` parser stays fast.
+Kept free of torch imports at module level; `cuda_gym/cli.py` imports it only to run `synth`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,14 @@ import sys
 
 def add_synth_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of `cuda-gym synth` (one per SynthConfig field that users set)."""
-    parser.add_argument("--n", type=int, default=20, help="accepted tasks wanted (default 20)")
-    parser.add_argument("--device", default="cpu", choices=["cuda", "cpu"])
-    parser.add_argument("--seed", type=int, default=0, help="composer seed (default 0)")
+    parser.add_argument("--n", type=int, default=20, help="accepted tasks wanted")
+    parser.add_argument(
+        "--device",
+        default="auto",
+        choices=["auto", "cuda", "cpu"],
+        help="device the tasks are sized and filtered for (auto: cuda when a GPU is visible)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="composer seed")
     parser.add_argument(
         "--out", required=True, help="a .parquet file, or a directory (tasks/*.py + parquet)"
     )
@@ -44,7 +49,7 @@ def add_synth_arguments(parser: argparse.ArgumentParser) -> None:
         metavar=("LOW", "HIGH"),
         help="eager-time window (default 1 100 on cuda, 0.3 100 on cpu)",
     )
-    parser.add_argument("--workers", type=int, default=2, help="filter processes (default 2)")
+    parser.add_argument("--workers", type=int, default=2, help="filter processes")
     parser.add_argument("--task-timeout-s", type=float, default=300.0)
     parser.add_argument("--max-candidates", type=int, default=None)
     parser.add_argument("--validation-fraction", type=float, default=0.1)
@@ -70,6 +75,7 @@ def add_synth_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace):
     """A SynthConfig from parsed flags."""
     from cuda_gym.errors import ConfigError
+    from cuda_gym.judge.device import resolve_device
     from cuda_gym.synth.config import DEFAULT_FAMILY_WEIGHTS, SynthConfig, parse_chain_lengths
 
     kwargs = {}
@@ -88,7 +94,7 @@ def config_from_args(args: argparse.Namespace):
         kwargs["family_weights"] = weights
     return SynthConfig(
         n=args.n,
-        device=args.device,
+        device=resolve_device(args.device),
         seed=args.seed,
         window_ms=tuple(args.window_ms) if args.window_ms else None,
         compile_check=not args.no_compile,
@@ -153,8 +159,22 @@ def run_synth(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m cuda_gym.synth ...`."""
-    from cuda_gym.cli import main as cli_main
+def main(argv: list[str] | None = None, prog: str = "python -m cuda_gym.synth") -> int:
+    """`python -m cuda_gym.synth ...` and `cuda-gym synth ...`: parse the flags, run."""
+    import logging
 
-    return cli_main(["synth", *(sys.argv[1:] if argv is None else argv)])
+    from cuda_gym.errors import CudaGymError
+
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Synthesise and filter KernelBench-format tasks.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add_synth_arguments(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        return run_synth(args)
+    except CudaGymError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import difflib
 import hashlib
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -115,7 +116,21 @@ def _check_format(source: str, task_id: str) -> None:
         )
 
 
+# Full-line comments about GPU timings and hardware (e.g. "# H200 eager ~2.1 ms (...)"): true of
+# the CUDA sizes only, so the CPU version of a task leaves them out.
+_GPU_COMMENT = re.compile(r"^\s*#.*\b(H100|H200|HBM|cuDNN|TF32|GPU)\b")
+
+
 def _specialise(source: str, device: str) -> str:
+    """Apply (cpu) or drop (cuda) the `CPU_SIZES` overrides; on cpu drop GPU-only comments."""
+    source = _apply_sizes(source, device)
+    if device == "cpu":
+        lines = source.splitlines(keepends=True)
+        source = "".join(line for line in lines if not _GPU_COMMENT.match(line))
+    return source
+
+
+def _apply_sizes(source: str, device: str) -> str:
     """Apply (cpu) or drop (cuda) the `CPU_SIZES` overrides, editing only the affected lines."""
     tree = ast.parse(source)
     sizes_node = None
@@ -177,7 +192,8 @@ def builtin_task(task_id: str) -> Task:
         close = difflib.get_close_matches(task_id, ids, n=3)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise UnknownTaskError(
-            f"Unknown built-in task {task_id!r}.{hint} `cuda-gym tasks list` shows all."
+            f"Unknown built-in task {task_id!r}.{hint} `cuda-gym tasks list --source builtin` "
+            "shows all."
         )
     return Task(task_id=task_id, source=path.read_text(), origin="builtin")
 
@@ -199,8 +215,12 @@ def load_task(spec: str | Path | Task) -> Task:
     """Load a task from a Task, a built-in id, a path to a `.py` file, or source text.
 
     Args:
-        spec: A `Task` (returned as is), a built-in id such as "softmax_rows", a path to a
-            KernelBench-format file, or the source text itself (anything containing a newline).
+        spec: A `Task` (returned as is), a built-in id: a hand-written task such as
+            "row_softmax" or one of the shipped synthesised set such as "synth_0_02522", a path
+            to a KernelBench-format file, or the source text itself (anything with a newline).
+
+    Raises:
+        UnknownTaskError: No such id; the message suggests close matches.
     """
     if isinstance(spec, Task):
         return spec
@@ -209,4 +229,21 @@ def load_task(spec: str | Path | Task) -> Task:
         return task_from_string(text)
     if text.endswith(".py") or Path(text).is_file():
         return task_from_file(text)
-    return builtin_task(text)
+    if (BUILTIN_DIR / f"{text}.py").is_file() and not text.startswith("_"):
+        return builtin_task(text)
+    from cuda_gym.tasks.sources import builtin_set_available, load_builtin_set
+
+    shipped = load_builtin_set() if builtin_set_available() else None
+    if shipped is not None and text in shipped:
+        return shipped.get(text)
+    ids = builtin_task_ids() + (shipped.ids() if shipped is not None else [])
+    close = difflib.get_close_matches(text, ids, n=3)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    searched = "the hand-written tasks" + (
+        f" or the shipped synthesised set ({len(shipped)} tasks)" if shipped is not None else ""
+    )
+    raise UnknownTaskError(
+        f"Unknown task {text!r}: not a file and not in {searched}.{hint} "
+        "`cuda-gym tasks list --source all` lists them; tasks of a KernelBench checkout or a "
+        "parquet file are found with --source."
+    )

@@ -14,7 +14,7 @@ def compile_kernels(ctx: ToolContext, args: dict) -> ToolResult:
     return ToolResult(
         "compile",
         ok=build.ok,
-        text=truncate_text(build_text(build), ctx.max_output_chars),
+        text=truncate_text(build_text(build, str(ctx.workspace.root)), ctx.max_output_chars),
         data={
             "ok": build.ok,
             "cached": build.cached,

@@ -39,14 +39,32 @@ def read_file(ctx: ToolContext, args: dict) -> ToolResult:
     if lines and start > len(lines):
         return _error("read_file", f"start_line {start} is past the end ({len(lines)} lines)")
     width = len(str(max(end, 1)))
-    body = "\n".join(f"{i:>{width}}  {lines[i - 1]}" for i in range(start, end + 1))
     rel = ctx.workspace.relative(path)
-    header = f"{rel} (lines {start}-{end} of {len(lines)}):"
+    # Whole lines only: stop before the line that would pass the output limit and say how to
+    # read the rest (room is kept for the header and that hint).
+    budget = ctx.max_output_chars - 200 - len(rel)
+    shown: list[str] = []
+    used = 0
+    last = start - 1
+    for i in range(start, end + 1):
+        line = f"{i:>{width}}  {lines[i - 1]}"
+        if shown and used + len(line) + 1 > budget:
+            break
+        shown.append(line if len(line) <= budget else truncate_text(line, budget))
+        used += len(shown[-1]) + 1
+        last = i
+    header = f"{rel} (lines {start}-{last} of {len(lines)}):"
+    text = "\n".join([header, *shown])
+    if last < end:
+        text += (
+            f"\n[lines {last + 1}-{end} not shown: the output limit is {ctx.max_output_chars} "
+            f'characters; read on with read_file(path="{rel}", start_line={last + 1})]'
+        )
     return ToolResult(
         "read_file",
         ok=True,
-        text=truncate_text(f"{header}\n{body}", ctx.max_output_chars),
-        data={"path": rel, "lines": len(lines)},
+        text=text,
+        data={"path": rel, "lines": len(lines), "last_line_shown": last},
     )
 
 

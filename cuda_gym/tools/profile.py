@@ -14,7 +14,7 @@ def profile_candidate(ctx: ToolContext, args: dict) -> ToolResult:
     slot: dict = {}
     with ctx.judge_slot(timed=True, data=slot):
         verdict = ctx.judge.evaluate(ctx.task, ctx.workspace.root, timing=True, profile=True)
-    parts = [note + correctness_text(verdict)]
+    parts = [note + correctness_text(verdict, str(ctx.workspace.root))]
     if verdict.stage == "done":
         parts.append(timing_text(verdict))
         if verdict.profile_table:

@@ -32,7 +32,7 @@ def read_skill(ctx: ToolContext, args: dict) -> ToolResult:
         "read_skill",
         ok=True,
         text=truncate_text(skill.body, ctx.max_output_chars),
-        data={"name": skill.name},
+        data={"skill": skill.name},
     )
 
 

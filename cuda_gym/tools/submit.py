@@ -14,7 +14,10 @@ def submit(ctx: ToolContext, args: dict) -> ToolResult:
     slot: dict = {}
     with ctx.judge_slot(timed=True, data=slot):
         verdict = ctx.judge.evaluate(ctx.task, ctx.workspace.root, timing=True)
-    parts = ["Submitted. Final judgement:", note + correctness_text(verdict)]
+    parts = [
+        "Submitted. Final judgement:",
+        note + correctness_text(verdict, str(ctx.workspace.root)),
+    ]
     if verdict.stage == "done":
         parts.append(timing_text(verdict))
     parts.append(reward_text(verdict))

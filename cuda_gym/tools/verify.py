@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from cuda_gym.tools.base import Tool, ToolContext, ToolResult, truncate_text
-from cuda_gym.tools.report import correctness_text
+from cuda_gym.tools.report import correctness_text, log_judge_stages
 
 
 def judge_data(verdict) -> dict:
-    """The verdict fields worth keeping in `info` for one tool call."""
+    """The verdict fields worth keeping in `info` for one tool call; logs the judge's stages."""
+    log_judge_stages(verdict)
     return {
         "compiled": verdict.compiled,
         "correct": verdict.correct,
@@ -19,6 +20,8 @@ def judge_data(verdict) -> dict:
         "speedup_vs_compile": verdict.speedup_vs_compile,
         "time_ms": dict(verdict.time_ms),
         "error": verdict.error,
+        "build_cached": verdict.build.cached if verdict.build is not None else None,
+        "stage_times_s": dict(verdict.stage_times_s),
         "restored_files": [],
     }
 
@@ -43,7 +46,9 @@ def run_candidate(ctx: ToolContext, args: dict) -> ToolResult:
     return ToolResult(
         "run",
         ok=verdict.correct,
-        text=truncate_text(note + correctness_text(verdict), ctx.max_output_chars),
+        text=truncate_text(
+            note + correctness_text(verdict, str(ctx.workspace.root)), ctx.max_output_chars
+        ),
         data=data,
         verdict=verdict,
     )
