@@ -8,6 +8,7 @@ from cuda_gym.tasks.sources import (
     load_kernelbench,
     load_kernelbench_hf,
     load_ops6k,
+    load_task,
     load_task_dir,
     load_task_parquet,
     resolve_task_source,
@@ -16,7 +17,6 @@ from cuda_gym.tasks.task import (
     Task,
     builtin_task,
     builtin_task_ids,
-    load_task,
     task_from_file,
     task_from_string,
 )

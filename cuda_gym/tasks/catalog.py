@@ -17,10 +17,11 @@ from cuda_gym.tasks.sources import (
     load_builtin_set,
     load_handwritten,
     load_kernelbench,
+    load_task,
     load_task_dir,
     load_task_parquet,
 )
-from cuda_gym.tasks.task import Task, load_task
+from cuda_gym.tasks.task import Task
 
 SOURCE_HELP = (
     "builtin (the hand-written tasks), synth or synth:train|validation (the synthesised set "

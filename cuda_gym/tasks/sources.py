@@ -8,15 +8,22 @@ ops = load_ops6k("/path/to/ops6k.parquet")           # or load_ops6k() when onli
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import logging
 import re
 from pathlib import Path
 
-from cuda_gym.errors import DataUnavailableError, TaskFormatError
+from cuda_gym.errors import DataUnavailableError, TaskFormatError, UnknownTaskError
 from cuda_gym.tasks.collection import TaskSet
-from cuda_gym.tasks.task import Task, builtin_task, builtin_task_ids
+from cuda_gym.tasks.task import (
+    Task,
+    builtin_task,
+    builtin_task_ids,
+    task_from_file,
+    task_from_string,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -301,4 +308,40 @@ def resolve_task_source(spec: str, device: str | None = None) -> TaskSet:
     raise DataUnavailableError(
         f"task source {spec!r} is neither 'auto', 'builtin', 'synth[:SPLIT]', "
         "'kernelbench:PATH:LEVEL', a .parquet file nor a directory"
+    )
+
+
+def load_task(spec: str | Path | Task) -> Task:
+    """Load a task from a Task, a built-in id, a path to a `.py` file, or source text.
+
+    Args:
+        spec: A `Task` (returned as is), a built-in id: a hand-written task such as
+            "row_softmax" or one of the shipped synthesised set such as "synth_0_02522", a path
+            to a KernelBench-format file, or the source text itself (anything with a newline).
+
+    Raises:
+        UnknownTaskError: No such id; the message suggests close matches.
+    """
+    if isinstance(spec, Task):
+        return spec
+    text = str(spec)
+    if "\n" in text:
+        return task_from_string(text)
+    if text.endswith(".py") or Path(text).is_file():
+        return task_from_file(text)
+    if text in builtin_task_ids():
+        return builtin_task(text)
+    shipped = load_builtin_set() if builtin_set_available() else None
+    if shipped is not None and text in shipped:
+        return shipped.get(text)
+    ids = builtin_task_ids() + (shipped.ids() if shipped is not None else [])
+    close = difflib.get_close_matches(text, ids, n=3)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    searched = "the hand-written tasks" + (
+        f" or the shipped synthesised set ({len(shipped)} tasks)" if shipped is not None else ""
+    )
+    raise UnknownTaskError(
+        f"Unknown task {text!r}: not a file and not in {searched}.{hint} "
+        "`cuda-gym tasks list --source all` lists them; tasks of a KernelBench checkout or a "
+        "parquet file are found with --source."
     )
