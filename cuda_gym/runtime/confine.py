@@ -117,9 +117,7 @@ X32_SYSCALL_BIT = 0x40000000
 # API, namespace changes, kernel-wide state, and the large attack surfaces (bpf, io_uring,
 # userfaultfd, keyrings). perf_event_open is refused too: CUPTI (the CUDA profiler) does not use
 # it. clone3 answers ENOSYS, so that the C library falls back to clone, whose flags are checked.
-DENIED_SYSCALLS = tuple(
-    name for name in _X86_64 if name not in ("clone", "clone3")
-)
+DENIED_SYSCALLS = tuple(name for name in _X86_64 if name not in ("clone", "clone3"))
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -310,8 +308,12 @@ def _build_root(plan: dict) -> None:
     for node in plan["devices"]:
         if os.path.lexists(old + node):
             _bind(old + node, new + node, writable=True)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+    for name, target in (
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ):
         os.symlink(target, f"{new}/dev/{name}")  # fmt: skip
     for scratch in ("/dev/shm", "/tmp"):
         _makedirs(new + scratch)

@@ -225,18 +225,15 @@ def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
     return out
 
 
-def sandbox_argv(
-    argv: Sequence[str], spec: SandboxSpec, env: Mapping[str, str], cwd: str | os.PathLike
-) -> list[str]:
-    """A command line that confines itself as `spec` says, then execs `argv`.
+def sandbox_argv(argv: Sequence[str], plan: dict) -> list[str]:
+    """A command line that confines itself as `plan` (from `build_plan`) says, then execs `argv`.
 
-    Run it with `sandbox_env(env, spec)` as its environment and `cwd` as its working
-    directory. The first process stays outside as a waiter and exits with the program's status,
-    or with `confine.FAILURE_EXIT` (and a message on standard error) if confinement failed.
+    Run it with `sandbox_env(env, spec)` as its environment. The first process stays outside as
+    a waiter and exits with the program's status, or with `confine.FAILURE_EXIT` (and a message
+    on standard error, see `failure_message`) if confinement failed.
     """
     import json
 
-    plan = build_plan(spec, env, cwd)
     script = os.path.abspath(confine.__file__)
     return [sys.executable, "-I", "-S", script, json.dumps(plan), "--", *argv]
 
@@ -299,7 +296,8 @@ def _probe(device: str) -> str | None:
     with tempfile.TemporaryDirectory(prefix="cuda_gym_sandbox_probe_") as tmp:
         spec = SandboxSpec(scratch=Path(tmp), device=device)
         env = dict(os.environ)
-        argv = sandbox_argv([sys.executable, "-I", "-S", "-c", "pass"], spec, env, tmp)
+        plan = build_plan(spec, env, tmp)
+        argv = sandbox_argv([sys.executable, "-I", "-S", "-c", "pass"], plan)
         try:
             proc = subprocess.run(
                 argv, env=sandbox_env(env, spec), cwd=tmp, capture_output=True, timeout=60

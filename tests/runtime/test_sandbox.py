@@ -35,9 +35,8 @@ def run_sandboxed(code: str, scratch: Path, **spec_fields) -> subprocess.Complet
     """Run `python -I -S -c code` in a sandbox whose scratch is `scratch`."""
     spec = SandboxSpec(scratch=scratch, **spec_fields)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    argv = sandbox_argv(
-        [sys.executable, "-I", "-S", "-c", textwrap.dedent(code)], spec, env, scratch
-    )
+    plan = build_plan(spec, env, scratch)
+    argv = sandbox_argv([sys.executable, "-I", "-S", "-c", textwrap.dedent(code)], plan)
     return subprocess.run(
         argv, env=sandbox_env(env, spec), cwd=scratch, capture_output=True, text=True, timeout=60
     )
