@@ -112,9 +112,7 @@ def test_a_daemon_dies_and_nothing_outside_scratch_changes(tmp_path: Path, forke
     before_ws = _tree_digest(other_ws)
     try:
         judge = Judge(
-            JudgeConfig(
-                device="cpu", cache_dir=cache, fast_worker_start=forked, run_timeout_s=120
-            )
+            JudgeConfig(device="cpu", cache_dir=cache, fast_worker_start=forked, run_timeout_s=120)
         )
         verdict = judge.evaluate(builtin_task(TASK_ID).for_device("cpu"), solution, timing=False)
         alive = _alive_with(marker)
