@@ -4,7 +4,9 @@ The mechanism under `cuda_gym.runtime.sandbox` (which decides the policy: what i
 what is writable, which limits). It imports the standard library only, so that it also runs as
 a script before the sandboxed program is exec'd:
 
-    python -I -S cuda_gym/runtime/confine.py PLAN_JSON -- PROGRAM ARGS...
+    python -I -S cuda_gym/runtime/confine.py PLAN -- PROGRAM ARGS...
+
+(PLAN as `encode_plan` writes it: marshal, in hex, so that no slow module is imported first.)
 
 `confine(plan)` must be called in a single-threaded process. It unshares the mount, PID,
 network, IPC, UTS and cgroup namespaces (and a user namespace when not root), then forks once
@@ -25,9 +27,8 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import json
+import marshal
 import os
-import platform
 import resource
 import select
 import signal
@@ -142,7 +143,7 @@ def _check(ret: int, what: str) -> int:
 
 
 def _arch() -> tuple[int, dict[str, int]]:
-    machine = platform.machine()
+    machine = os.uname().machine
     if machine not in ARCHES:
         raise SetupError(errno.ENOSYS, f"no seccomp syscall table for architecture {machine}")
     return ARCHES[machine]
@@ -517,13 +518,18 @@ def _wait_and_exit(pid: int, report_r: int) -> None:
     os._exit(1 if code == FAILURE_EXIT else code)
 
 
+def encode_plan(plan: dict) -> str:
+    """`plan` as one command-line argument of `main`."""
+    return marshal.dumps(plan).hex()
+
+
 def main(argv: list[str]) -> None:
-    """`confine.py PLAN_JSON -- PROGRAM ARGS...`: confine, then exec the program."""
+    """`confine.py PLAN -- PROGRAM ARGS...`: confine, then exec the program."""
     if len(argv) < 3 or argv[1] != "--":
-        sys.stderr.write("usage: confine.py PLAN_JSON -- PROGRAM ARGS...\n")
+        sys.stderr.write("usage: confine.py PLAN -- PROGRAM ARGS...\n")
         os._exit(2)
     try:
-        confine(json.loads(argv[0]))
+        confine(marshal.loads(bytes.fromhex(argv[0])))
     except (SetupError, ValueError, KeyError) as exc:
         sys.stderr.write(f"{FAILURE_MARKER} {exc}\n")
         os._exit(FAILURE_EXIT)

@@ -232,10 +232,8 @@ def sandbox_argv(argv: Sequence[str], plan: dict) -> list[str]:
     a waiter and exits with the program's status, or with `confine.FAILURE_EXIT` (and a message
     on standard error, see `failure_message`) if confinement failed.
     """
-    import json
-
     script = os.path.abspath(confine.__file__)
-    return [sys.executable, "-I", "-S", script, json.dumps(plan), "--", *argv]
+    return [sys.executable, "-I", "-S", script, confine.encode_plan(plan), "--", *argv]
 
 
 def enter_sandbox(plan: dict) -> None:

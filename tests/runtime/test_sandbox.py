@@ -187,9 +187,7 @@ def test_exit_status_passes_through_and_cannot_fake_a_setup_failure(scratch: Pat
 def test_setup_failure_is_reported(scratch: Path):
     plan = build_plan(SandboxSpec(scratch=scratch), {}, scratch)
     plan["cwd"] = "/no/such/directory"
-    import json
-
-    argv = [sys.executable, "-I", "-S", confine.__file__, json.dumps(plan), "--", "true"]
+    argv = [sys.executable, "-I", "-S", confine.__file__, confine.encode_plan(plan), "--", "true"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert proc.returncode == confine.FAILURE_EXIT
     message = failure_message(proc.returncode, proc.stderr)
