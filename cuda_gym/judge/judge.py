@@ -578,7 +578,6 @@ class Judge:
             "timed_out": proc.timed_out,
         }
 
-
     def _sandbox_spec(self, work: Path, request: dict, timeout_s: float) -> SandboxSpec:
         """The sandbox of a worker that runs candidate code in `work` (its scratch directory).
 
