@@ -16,7 +16,8 @@ network, IPC, UTS and cgroup namespaces:
   (which is what confines kill(2), tgkill(2) and pidfd_send_signal(2); seccomp need not).
 - **Network.** Only an unconfigured loopback interface.
 - **Identity.** As root (the judge machines), it runs as a fresh unprivileged uid and gid of
-  its own, which owns only the writable paths; otherwise (a developer's machine) in a user
+  its own (nobody, 65534, in a container that maps no spare uids), which owns only the
+  writable paths; otherwise (a developer's machine) in a user
   namespace that maps the judge's uid, with every capability dropped. Either way no_new_privs
   is set, and seccomp refuses ptrace, process_vm_readv/writev, the mount API, setns, unshare
   and clone into new namespaces, kexec, bpf, keyrings, perf_event_open, userfaultfd, io_uring,
@@ -58,6 +59,7 @@ GPU_DEVICE_GLOBS = ("/dev/nvidia*", "/dev/nvidia-caps")
 # Fresh uids/gids of sandboxes run by root: a range no distribution hands out.
 UID_BASE = 0x5A000000
 UID_SPAN = 1 << 20
+NOBODY = 65534
 GiB = 1 << 30
 
 
@@ -150,8 +152,42 @@ def _minimal(paths: Sequence[str]) -> list[str]:
     return kept
 
 
+def _mapped(path: str, first: int, count: int) -> bool:
+    """Whether ids first..first+count-1 are all mapped in this user namespace (an id map file)."""
+    try:
+        lines = open(path).read().split("\n")
+    except OSError:
+        return False
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 3:
+            inner, _, length = map(int, parts)
+            if inner <= first and first + count <= inner + length:
+                return True
+    return False
+
+
+_SHARED_UID_WARNED = threading.Event()
+
+
 def _fresh_uid() -> int:
-    return UID_BASE + secrets.randbelow(UID_SPAN)
+    """A uid (and gid) of its own for one sandbox, from a range no distribution hands out.
+
+    In a user namespace that does not map that range (a container), every sandbox runs as
+    nobody (65534) instead, which owns nothing either; their process limit is then shared.
+    """
+    if _mapped("/proc/self/uid_map", UID_BASE, UID_SPAN) and _mapped(
+        "/proc/self/gid_map", UID_BASE, UID_SPAN
+    ):
+        return UID_BASE + secrets.randbelow(UID_SPAN)
+    if not _SHARED_UID_WARNED.is_set():
+        _SHARED_UID_WARNED.set()
+        logger.warning(
+            "uids %d.. are not mapped in this user namespace: every sandbox runs as uid %d",
+            UID_BASE,
+            NOBODY,
+        )
+    return NOBODY
 
 
 def build_plan(spec: SandboxSpec, env: Mapping[str, str], cwd: str | os.PathLike) -> dict:
