@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cuda_gym.cache_dir import default_cache_dir
 from cuda_gym.errors import ConfigError
+from cuda_gym.runtime.sandbox import unsandboxed_requested
 
 MODES = ("strict", "kernelbench", "paper")
 REWARDS = ("milestone", "speedup", "log_speedup")
@@ -78,6 +79,15 @@ class JudgeConfig:
             it in later cold builds of binding code (judge/pch.py; GCC only; about 0.8 GB in
             the cache; the first such build takes the extra time once). None: on the cuda
             device only.
+        sandbox: Run every process that runs candidate code (the candidate's worker, its
+            load_inline build) in the OS sandbox (cuda_gym.runtime.sandbox): own namespaces,
+            a read-only view of the system, one writable scratch directory, an unprivileged
+            uid, rlimits and a seccomp filter. None (the default): on, unless
+            $CUDA_GYM_UNSANDBOXED=1. Off is for development only: every verdict then carries
+            flags["unsandboxed"], and a candidate can reach the judge's files and processes.
+        sandbox_memory_gib: The sandboxed process's data limit (RLIMIT_DATA: private writable
+            memory) in GiB; None: the machine's physical memory. Per process: a cgroup, not
+            this, would bound several candidates together.
     """
 
     device: str = "cpu"
@@ -99,6 +109,8 @@ class JudgeConfig:
     device_gate: bool = True
     gate_wait_max_s: float = 600.0
     precompiled_header: bool | None = None
+    sandbox: bool | None = None
+    sandbox_memory_gib: float | None = None
 
     def __post_init__(self) -> None:
         if self.device not in ("cuda", "cpu"):
@@ -126,6 +138,16 @@ class JudgeConfig:
                 raise ConfigError(f"JudgeConfig.{name} must be positive")
         if not 0 <= self.reward_margin < 1:
             raise ConfigError("JudgeConfig.reward_margin must be in [0, 1)")
+        unsandboxed_requested()  # a malformed $CUDA_GYM_UNSANDBOXED is refused here
+        if self.sandbox_memory_gib is not None and self.sandbox_memory_gib <= 0:
+            raise ConfigError("JudgeConfig.sandbox_memory_gib must be positive (or None)")
+
+    @property
+    def sandboxed(self) -> bool:
+        """sandbox, or where it is None: on unless $CUDA_GYM_UNSANDBOXED=1."""
+        if self.sandbox is None:
+            return not unsandboxed_requested()
+        return self.sandbox
 
     @property
     def forks_workers(self) -> bool:

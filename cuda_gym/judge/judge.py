@@ -12,13 +12,14 @@ import logging
 import os
 import secrets
 import shutil
+import stat
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from cuda_gym.errors import WorkerError, is_out_of_memory
+from cuda_gym.errors import SandboxError, WorkerError, is_out_of_memory
 from cuda_gym.judge.baselines import JsonCache, baseline_key, has_baselines, probe_key
 from cuda_gym.judge.build import build_kernels
 from cuda_gym.judge.config import MIN_OWN_KERNEL_SHARE, JudgeConfig
@@ -33,7 +34,17 @@ from cuda_gym.judge.static_checks import (
 from cuda_gym.judge.transfer import remove_stale, shared_arena_pool
 from cuda_gym.judge.verdict import BuildResult, Verdict, compute_reward
 from cuda_gym.runtime import python_child_env, run_process
+from cuda_gym.runtime.device_gate import gate_dir
 from cuda_gym.runtime.process import Pause
+from cuda_gym.runtime.sandbox import (
+    GiB,
+    SandboxSpec,
+    build_plan,
+    check_support,
+    failure_message,
+    sandbox_argv,
+    sandbox_env,
+)
 from cuda_gym.runtime.slots import current_gpu
 from cuda_gym.runtime.zygote import shared_launcher
 from cuda_gym.tasks import Task
@@ -45,6 +56,12 @@ KERNELS_DIR = "kernels"
 
 
 WORKER_PRELOAD = "cuda_gym.judge.worker:preload"
+# Worker roles that run candidate code: they run in the OS sandbox (cuda_gym.runtime.sandbox).
+# The others (probe, reference, build) run only trusted code; the build no longer imports the
+# extension it built, so no static initialiser of the candidate's runs there.
+SANDBOXED_ROLES = frozenset({"candidate"})
+# A sandboxed worker's files are read only when they are regular files of at most this size.
+MAX_RESULT_BYTES = 64 << 20
 PROBE_TIMEOUT_S = 120.0
 _PROBE_LOCKS: dict[str, threading.Lock] = {}
 _PROBE_LOCKS_GUARD = threading.Lock()
@@ -157,6 +174,9 @@ class Judge:
             cfg.reward_margin,
         )
         verdict.verdict = "accept" if verdict.correct else "reject"
+        if not cfg.sandboxed:
+            verdict.flags["unsandboxed"] = True
+            _warn_unsandboxed()
         verdict.duration_s = time.monotonic() - start
         return verdict
 
@@ -480,6 +500,11 @@ class Judge:
         pause = Pause(lambda: _read_stage(stage_file) == "gate", self.config.gate_wait_max_s)
         stdin_data = json.dumps(request).encode()
         slow = [sys.executable, "-m", "cuda_gym.judge.worker", role]
+        plan = None
+        if role in SANDBOXED_ROLES and self.config.sandboxed:
+            spec = self._sandbox_spec(work, request, timeout_s)
+            env = sandbox_env(env, spec)
+            plan = build_plan(spec, env, work)
         if self.config.forks_workers:
             launcher = shared_launcher(base_env, WORKER_PRELOAD)
             proc = launcher.run(
@@ -490,7 +515,11 @@ class Judge:
                 env=env,
                 stdin_data=stdin_data,
                 pause=pause,
+                sandbox=plan,
             )
+            refused = failure_message(proc.returncode, proc.stderr) if plan else None
+            if refused:
+                raise SandboxError(refused)
             if not proc.ok and not result_path.exists() and _read_stage(stage_file) is None:
                 # The forked worker failed in stage "start", before any task or candidate code
                 # ran (e.g. its CUDA could not start after fork): the zygote is at fault, not the
@@ -500,14 +529,31 @@ class Judge:
                     + (proc.stderr or proc.stdout).strip()[-1500:]
                 )
                 proc = run_process(
-                    slow, timeout_s=timeout_s, cwd=work, env=env, stdin_data=stdin_data, pause=pause
+                    sandbox_argv(slow, plan) if plan else slow,
+                    timeout_s=timeout_s,
+                    cwd=work,
+                    env=env,
+                    stdin_data=stdin_data,
+                    pause=pause,
                 )
         else:
             proc = run_process(
-                slow, timeout_s=timeout_s, cwd=work, env=env, stdin_data=stdin_data, pause=pause
+                sandbox_argv(slow, plan) if plan else slow,
+                timeout_s=timeout_s,
+                cwd=work,
+                env=env,
+                stdin_data=stdin_data,
+                pause=pause,
             )
+        refused = failure_message(proc.returncode, proc.stderr) if plan else None
+        if refused:
+            raise SandboxError(refused)
+        if plan is not None and _planted(outputs_path):
+            # Whatever a sandboxed worker left is untrusted: the reference reads only a
+            # regular file (not a symlink to a judge file, not a FIFO that would block it).
+            outputs_path.unlink()
         stage = _read_stage(stage_file) or "start"
-        result = json.loads(result_path.read_text()) if result_path.exists() else None
+        result = _read_result(result_path)
         if result is not None and result.get("ok") and proc.ok:
             return {
                 "ok": True,
@@ -532,13 +578,90 @@ class Judge:
             "timed_out": proc.timed_out,
         }
 
+    def _sandbox_spec(self, work: Path, request: dict, timeout_s: float) -> SandboxSpec:
+        """The sandbox of a worker that runs candidate code in `work` (its scratch directory).
+
+        It reads the solution and the built extension; it writes its scratch directory, the
+        output arena lent to this judgement and the device gates (it takes its device's gate).
+        """
+        cfg = self.config
+        check_support(cfg.device)
+        readable = tuple(p for p in (request.get("solution_dir"), request.get("module_dir")) if p)
+        writable = tuple(p for p in (request.get("arena_path"),) if p)
+        if cfg.device_gate:
+            writable += (str(gate_dir()),)
+        memory = cfg.sandbox_memory_gib
+        data_bytes = int(memory * GiB) if memory else _physical_memory_bytes()
+        return SandboxSpec(
+            scratch=work,
+            device=cfg.device,
+            readable=readable,
+            writable=writable,
+            data_bytes=data_bytes,
+            # Every core busy for the whole time limit, and the gate's longest pause.
+            cpu_s=(timeout_s + cfg.gate_wait_max_s) * (os.cpu_count() or 1),
+        )
+
+
+_UNSANDBOXED_WARNED = threading.Event()
+
+
+def _warn_unsandboxed() -> None:
+    if not _UNSANDBOXED_WARNED.is_set():
+        _UNSANDBOXED_WARNED.set()
+        logger.warning(
+            "judging WITHOUT the OS sandbox (JudgeConfig.sandbox=False or "
+            "CUDA_GYM_UNSANDBOXED=1): candidate code can reach this machine's files and "
+            "processes; for development only (every verdict has flags['unsandboxed'])"
+        )
+
+
+def _physical_memory_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _planted(path: Path) -> bool:
+    """Whether `path` exists as something other than a regular file (a symlink, FIFO, ...)."""
+    try:
+        return not stat.S_ISREG(path.lstat().st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _read_regular(path: Path, max_bytes: int) -> str | None:
+    """The text of `path` if it is a regular file of at most `max_bytes`, else None.
+
+    Never follows a symlink and never blocks on a FIFO: a worker that ran candidate code
+    may have left either.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+            return None
+        return os.read(fd, max_bytes + 1).decode(errors="replace")
+    finally:
+        os.close(fd)
+
 
 def _read_stage(path: Path) -> str | None:
     """The stage a worker last reported, or None (not started, or unreadable)."""
-    try:
-        return path.read_text()
-    except OSError:
+    return _read_regular(path, 256)
+
+
+def _read_result(path: Path) -> dict | None:
+    """A worker's result.json, or None (missing, not a regular file, malformed)."""
+    text = _read_regular(path, MAX_RESULT_BYTES)
+    if text is None:
         return None
+    try:
+        result = json.loads(text)
+    except ValueError:
+        return None
+    return result if isinstance(result, dict) else None
 
 
 def _add_worker_stages(verdict: Verdict, role: str, result: dict) -> None:

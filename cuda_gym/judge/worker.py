@@ -178,13 +178,20 @@ def _device_name(device: str) -> str:
 
 
 def run_build(req: dict, rep: _Reporter) -> None:
-    """Build the extension; the compiler's output goes to stdout/stderr for the parent."""
-    from torch.utils.cpp_extension import load
+    """Build the extension; the compiler's output goes to stdout/stderr for the parent.
+
+    Build only: `load` would then import the extension, running its static initialisers
+    (candidate code) in this unsandboxed process. The candidate's sandboxed worker imports it.
+    """
+    from torch.utils import cpp_extension
 
     rep.enter("build")
     os.makedirs(req["build_dir"], exist_ok=True)
+    importer = "_import_module_from_library"
+    original = getattr(cpp_extension, importer)  # an AttributeError names a changed torch
+    setattr(cpp_extension, importer, lambda *args, **kwargs: None)
     try:
-        load(
+        cpp_extension.load(
             name=req["name"],
             sources=req["sources"],
             build_directory=req["build_dir"],
@@ -197,6 +204,8 @@ def run_build(req: dict, rep: _Reporter) -> None:
         print(str(exc), file=sys.stderr)
         rep.finish({"ok": False, "error": "build failed"})
         return
+    finally:
+        setattr(cpp_extension, importer, original)
     rep.finish({"ok": True})
 
 
