@@ -40,6 +40,7 @@ from cuda_gym.judge.compare import Comparison, check_outputs_match, runs_agree
 from cuda_gym.judge.fallback import ALLOWED_OPS, VENDOR_LIBRARY_OPS
 from cuda_gym.judge.handover import Handover
 from cuda_gym.judge.inputs import forward_seed, make_inputs, seed_forward
+from cuda_gym.judge.native_checks import candidate_objects, symbol_violations
 from cuda_gym.judge.output_checks import bitwise_equal
 from cuda_gym.judge.protocol import (
     BaselineResult,
@@ -219,6 +220,11 @@ class Driver:
             self.result.build_failed = ready.build_failed
             raise CandidateFailed(ready.error)
         self.result.weights_not_copied = ready.weights_not_copied
+        if banned:
+            # What the solution's process loaded, read from outside it: its own extensions
+            # (kernels/ and load_inline's) may not call compute below the dispatcher.
+            for shared_object in candidate_objects(link.proc.pid):
+                served.violations += symbol_violations(shared_object)
         link.stage = "run"
         return served
 

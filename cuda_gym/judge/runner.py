@@ -23,6 +23,7 @@ import socket
 import sys
 import time
 import traceback
+import types
 
 MAX_MESSAGE_BYTES = 1 << 20
 MAX_FDS = 2
@@ -204,6 +205,9 @@ class Runner:
         init_args, weights = saved["init_args"], saved["weights"]
         if init["module_dir"]:
             sys.path.insert(0, init["module_dir"])
+        if init["banned"]:  # before any candidate code runs, which could change `init`
+            self.ban = _Ban(torch, set(init["allowed_ops"]))
+            self.own_calls = _OwnCalls(torch)
         try:
             solution = _import_file("model_new", os.path.join(init["solution_dir"], "model_new.py"))
             model_cls = getattr(solution, "ModelNew", None)
@@ -225,9 +229,6 @@ class Runner:
             failed = "Error building extension" in text or "ninja" in text.lower()
             return {"error": text, "build_failed": failed, "weights_not_copied": []}
         self.model = model
-        if init["banned"]:
-            self.ban = _Ban(torch, set(init["allowed_ops"]))
-            self.own_calls = _OwnCalls(torch)
         return {"error": None, "build_failed": False, "weights_not_copied": missing}
 
     # -- calls ----------------------------------------------------------------------------------
@@ -417,6 +418,10 @@ class Runner:
 def main() -> None:
     """Entry point: `python -I runner.py FD` (only the driver starts it)."""
     sock = socket.socket(fileno=int(sys.argv[1]))
+    # The runner's own module is not left where candidate code looks first (sys.modules); its
+    # functions keep their globals. (Within one process this only raises the bar: see
+    # cuda_gym.judge.driver on what the runner's reports are worth.)
+    sys.modules["__main__"] = types.ModuleType("__main__")
     runner = Runner(sock)
     init, _ = _receive(sock)
     if init is None:
