@@ -294,6 +294,13 @@ class Judge:
         timeout_s = runner_timeout_s + cfg.run_timeout_s + len(wanted) * baseline_timeout_s
         verdict.stage = "load"
         run = self._run_worker("candidate", tmp, request, timeout_s, task=task)
+        if not run["ok"] and run.get("timed_out"):
+            # The driver holds the candidate's runner to its own limits: the driver itself
+            # running out of time means an overloaded machine, not a verdict. Once more, with
+            # twice the time.
+            logger.warning("the driver of %s timed out; retrying once", task.task_id)
+            verdict.flags["driver_retried"] = run["error"][:300]
+            run = self._run_worker("candidate", tmp, request, 2 * timeout_s, task=task)
         if self._ran_out_of_memory(run):
             # Other judgements may have held the device's memory: once more, alone on it.
             verdict.flags["retried_alone_after_oom"] = ["candidate"]
@@ -440,7 +447,8 @@ class Judge:
         work.mkdir()
         result_path = work / "result.json"
         task_path = work / "reference_task.py"
-        task_path.write_text(task.source)
+        if task is not None:
+            task_path.write_text(task.source)
         header = {
             "result_path": str(result_path),
             "task_path": str(task_path),
