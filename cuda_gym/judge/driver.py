@@ -144,7 +144,12 @@ class Flush:
         self.stream = torch.cuda.Stream()
 
     def __call__(self) -> float:
-        """Flush once; its GPU time in ms."""
+        """Flush once, after the driver's own writes (the inputs) are done; its GPU time in ms.
+
+        On its own stream, so only work of other processes (or of the runner, left running
+        after it answered) can slow it down.
+        """
+        torch.cuda.synchronize()
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         with torch.cuda.stream(self.stream):
