@@ -90,11 +90,15 @@ class Served:
         self.link.receive()
 
     def call(self, inputs: list, expected: list, fseed: int, kind: str = "call", runs: int = 0):
-        """Run one call on `inputs` (the driver's, left pristine): (outputs, reply)."""
+        """Run one untimed call on `inputs` (the driver's, left pristine): (outputs, reply).
+
+        Untimed calls count the solution's own extension calls (kind "call").
+        """
         self.calls += 1
         fields, fds = self.handover.prepare(inputs, expected)
         message = {"call_id": self.calls, "kind": kind, "forward_seed": fseed, **fields}
         message["profile_runs"] = runs
+        message["count_own_calls"] = kind == "call"
         if self.device == "cuda":
             torch.cuda.synchronize()
         reply = self.link.call(message, fds)

@@ -359,6 +359,8 @@ class CallRequest:
         input_bytes: Size of the CPU inputs' buffer.
         output_bytes: Size of the CPU outputs' buffer.
         profile_runs: Calls under the profiler (kind "profile").
+        count_own_calls: Count calls into the solution's own extensions (the correctness
+            calls; left off in timing, where the hook would cost time the baselines do not pay).
     """
 
     call_id: int
@@ -369,6 +371,7 @@ class CallRequest:
     input_bytes: int = 0
     output_bytes: int = 0
     profile_runs: int = 0
+    count_own_calls: bool = False
 
 
 @dataclass

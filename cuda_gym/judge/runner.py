@@ -293,7 +293,7 @@ class Runner:
         own_before = self.own_calls.count if self.own_calls else 0
         try:
             torch.manual_seed(req["forward_seed"])
-            with torch.no_grad(), self._guard():
+            with torch.no_grad(), self._guard(req.get("count_own_calls", False)):
                 out = self.model(*args)
             self._sync()
         except BaseException as exc:  # the candidate's failure: reported, the runner goes on
@@ -314,11 +314,12 @@ class Runner:
                 )
         return reply
 
-    def _guard(self):
+    def _guard(self, count_own_calls: bool = False):
         if self.ban is None:
             return contextlib.nullcontext()
         stack = contextlib.ExitStack()
-        stack.enter_context(self.own_calls.active())
+        if count_own_calls:
+            stack.enter_context(self.own_calls.active())
         stack.enter_context(self.ban.active())
         return stack
 
