@@ -389,7 +389,14 @@ class Runner:
             ) as prof,
         ):
             for call_args in calls:
-                with self._guard():
+                # On the CPU a range around the whole call (on CUDA it would become a GPU-side
+                # annotation, summed with the kernels inside it).
+                whole = (
+                    contextlib.nullcontext()
+                    if on_cuda
+                    else torch.autograd.profiler.record_function("ModelNew.forward (whole call)")
+                )
+                with whole, self._guard():
                     self.model(*call_args)
             self._sync()
         self._violations()  # the correctness calls reported them
