@@ -215,51 +215,13 @@ class Judge:
         profile: bool,
         reference_as_candidate: bool = False,
     ) -> None:
+        """Static checks, build, probe, then the trusted driver; fills `verdict`."""
         cfg = self.config
-        checks = verdict.checks
-        solution = snap / SOLUTION_FILE
-        verdict.stage = "static"
-        if not solution.is_file():
-            verdict.error = f"{SOLUTION_FILE} is missing: write a class ModelNew in it."
+        prepared = self._static_and_build(snap, verdict, reference_as_candidate)
+        if prepared is None:
             return
-        source = solution.read_text(errors="replace")
-        try:
-            compile(source, SOLUTION_FILE, "exec")
-        except SyntaxError as exc:
-            verdict.error = f"{SOLUTION_FILE} has a syntax error: {exc.msg} (line {exc.lineno})"
-            return
-        # The reference judged as its own candidate is not checked: it is not agent code.
-        found = [] if reference_as_candidate else static_violations(source, snap / KERNELS_DIR)
-        checks["static"] = None if reference_as_candidate else not found
-        if found:
-            verdict.violations += found
-            verdict.error = "Static checks failed:\n" + "\n".join(found)
-            return
-
-        verdict.stage = "build"
-        build = build_kernels(snap / KERNELS_DIR, cfg, self.info.arch)
-        verdict.build = build
-        verdict.stage_times_s["build"] = build.duration_s
-        if not build.ok:
-            verdict.error = "Build failed:\n" + build.errors
-            return
-
-        probe_run: dict = {}
-        probe = self.probe_task(task, probe_run)
-        if probe_run:  # probed for this judgement (not cached): its time and memory
-            verdict.stage_times_s["probe"] = probe_run["duration_s"]
-            _add_worker_stages(verdict, "probe", probe_run["result"])
-        if probe["degenerate"].get(cfg.tolerance_mode):
-            verdict.flags["degenerate_task"] = probe["degenerate"][cfg.tolerance_mode]
-        if probe.get("fp64_disagrees") and cfg.tolerance_mode == "strict":
-            # Strict mode's float64 reference computes something else for this task (e.g. a
-            # dtype-dependent random draw): float32 outputs are held to kernelbench's 1e-4.
-            verdict.flags["fp64_disagrees"] = True
-        usable = set(probe["distributions"])
-        distributions = [
-            d if d in usable else "as_is"
-            for d in (DISTRIBUTIONS[k % len(DISTRIBUTIONS)] for k in range(cfg.correctness_trials))
-        ]
+        source, build = prepared
+        probe, distributions = self._probe_for(task, verdict)
         seeds = [secrets.randbits(62) for _ in range(cfg.correctness_trials)]
         key = baseline_key(task.content_hash, self.info, cfg)
         cached = self._baselines.get(key) if timing else None
@@ -331,6 +293,58 @@ class Judge:
         if timing and verdict.correct and result.timing is not None:
             self._set_speedups(verdict, result.timing, baselines)
             apply_speed_of_light(verdict, probe.get("roofline"))
+
+    def _static_and_build(
+        self, snap: Path, verdict: Verdict, reference_as_candidate: bool
+    ) -> tuple[str, BuildResult] | None:
+        """The static checks and the build: (model_new.py's source, the build), or None."""
+        solution = snap / SOLUTION_FILE
+        verdict.stage = "static"
+        if not solution.is_file():
+            verdict.error = f"{SOLUTION_FILE} is missing: write a class ModelNew in it."
+            return None
+        source = solution.read_text(errors="replace")
+        try:
+            compile(source, SOLUTION_FILE, "exec")
+        except SyntaxError as exc:
+            verdict.error = f"{SOLUTION_FILE} has a syntax error: {exc.msg} (line {exc.lineno})"
+            return None
+        # The reference judged as its own candidate is not checked: it is not agent code.
+        found = [] if reference_as_candidate else static_violations(source, snap / KERNELS_DIR)
+        verdict.checks["static"] = None if reference_as_candidate else not found
+        if found:
+            verdict.violations += found
+            verdict.error = "Static checks failed:\n" + "\n".join(found)
+            return None
+        verdict.stage = "build"
+        build = build_kernels(snap / KERNELS_DIR, self.config, self.info.arch)
+        verdict.build = build
+        verdict.stage_times_s["build"] = build.duration_s
+        if not build.ok:
+            verdict.error = "Build failed:\n" + build.errors
+            return None
+        return source, build
+
+    def _probe_for(self, task: Task, verdict: Verdict) -> tuple[dict, list[str]]:
+        """The task's probe (cached), its flags on the verdict, and the trials' distributions."""
+        cfg = self.config
+        probe_run: dict = {}
+        probe = self.probe_task(task, probe_run)
+        if probe_run:  # probed for this judgement (not cached): its time and memory
+            verdict.stage_times_s["probe"] = probe_run["duration_s"]
+            _add_worker_stages(verdict, "probe", probe_run["result"])
+        if probe["degenerate"].get(cfg.tolerance_mode):
+            verdict.flags["degenerate_task"] = probe["degenerate"][cfg.tolerance_mode]
+        if probe.get("fp64_disagrees") and cfg.tolerance_mode == "strict":
+            # Strict mode's float64 reference computes something else for this task (e.g. a
+            # dtype-dependent random draw): float32 outputs are held to kernelbench's 1e-4.
+            verdict.flags["fp64_disagrees"] = True
+        usable = set(probe["distributions"])
+        distributions = [
+            d if d in usable else "as_is"
+            for d in (DISTRIBUTIONS[k % len(DISTRIBUTIONS)] for k in range(cfg.correctness_trials))
+        ]
+        return probe, distributions
 
     @staticmethod
     def _apply(
