@@ -36,6 +36,7 @@ def test_a_split_token_is_found_by_the_source_scan():
         "#include </abs/x.h>",
         '#include "../../secret.h"',
         '# include "a/../../b"',
+        "#include XSTR(c10/x.h)",
     ],
 )
 def test_includes_outside_the_workspace_are_refused(line):
