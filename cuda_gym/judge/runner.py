@@ -135,11 +135,17 @@ class _OwnCalls:
     """Counts calls into compiled extensions that are not part of torch (the candidate's own).
 
     A profile hook on C calls made from Python during forward: a pybind11 function of a module
-    loaded from a shared object outside torch's own directory is the candidate's kernel.
+    loaded from a shared object outside Python's and torch's directories is the candidate's.
     """
 
     def __init__(self, torch) -> None:
-        self.torch_dir = os.path.dirname(os.path.realpath(torch.__file__))
+        # Python's own extension modules (lib-dynload, site-packages: math, _ctypes, torch) are
+        # not the solution's; its extensions are built into the judge's caches.
+        roots = {torch.__file__, sys.prefix, sys.base_prefix, sys.exec_prefix}
+        self.not_own = tuple(
+            os.path.join(os.path.realpath(os.path.dirname(r) if r.endswith(".py") else r), "")
+            for r in roots
+        )
         self.count = 0
         self._known: dict[int, bool] = {}
 
@@ -151,7 +157,7 @@ class _OwnCalls:
             self._known[key] = bool(
                 path
                 and path.endswith(".so")
-                and not os.path.realpath(path).startswith(self.torch_dir)
+                and not os.path.realpath(path).startswith(self.not_own)
             )
         return self._known[key]
 
