@@ -152,8 +152,12 @@ class _OwnCalls:
     def _own(self, fn) -> bool:
         key = id(fn)
         if key not in self._known:
-            owner = getattr(fn, "__self__", None)
-            path = getattr(owner, "__file__", None) if type(owner).__name__ == "module" else None
+            # pybind11 functions name their module in __module__ (their __self__ is a record).
+            owner = sys.modules.get(getattr(fn, "__module__", None) or "")
+            if owner is None and type(getattr(fn, "__self__", None)).__name__ == "module":
+                owner = fn.__self__
+            path = getattr(owner, "__file__", None)
+            path = path if isinstance(path, str) else None
             self._known[key] = bool(
                 path
                 and path.endswith(".so")
