@@ -1,8 +1,11 @@
 """The judge: build, check correctness, time against baselines, and return a Verdict.
 
-The candidate and the reference run in separate child processes. The candidate runs first and
-receives only inputs and weights; the reference process, which never loads candidate code,
-then computes the expected outputs on the same inputs and compares (on the device).
+Static checks and the build run first (cuda_gym.judge.static_checks, build). Then one trusted
+worker, the candidate driver (cuda_gym.judge.driver), decides everything the reward depends on:
+it computes the reference's outputs, hands each call's fresh inputs to the solution's untrusted
+runner (cuda_gym.judge.runner, a process of its own that imports nothing of the judge),
+compares, and times the candidate and the baselines from outside that process. Requests and
+results cross process boundaries as the dataclasses of cuda_gym.judge.protocol.
 """
 
 from __future__ import annotations
