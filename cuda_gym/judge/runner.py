@@ -26,6 +26,8 @@ import traceback
 import types
 
 MAX_MESSAGE_BYTES = 1 << 20
+# The binder of kernel-only workspaces (copied beside kernels_ext; launch.py in older builds).
+PLAIN_LAUNCHERS = ("kernels_launch.py", "launch.py")
 MAX_FDS = 2
 ERROR_CHARS = 4000
 
@@ -135,7 +137,8 @@ class _OwnCalls:
     """Counts calls into compiled extensions that are not part of torch (the candidate's own).
 
     A profile hook on C calls made from Python during forward: a pybind11 function of a module
-    loaded from a shared object outside Python's and torch's directories is the candidate's.
+    loaded from a shared object outside Python's and torch's directories is the candidate's, and
+    so is an entry point of a kernel-only workspace (its ctypes binder's `Entry.__call__`).
     """
 
     def __init__(self, torch) -> None:
@@ -152,21 +155,33 @@ class _OwnCalls:
     def _own(self, fn) -> bool:
         key = id(fn)
         if key not in self._known:
-            # pybind11 functions name their module in __module__ (their __self__ is a record).
-            owner = sys.modules.get(getattr(fn, "__module__", None) or "")
-            if owner is None and type(getattr(fn, "__self__", None)).__name__ == "module":
-                owner = fn.__self__
-            path = getattr(owner, "__file__", None)
-            path = path if isinstance(path, str) else None
-            self._known[key] = bool(
-                path
-                and path.endswith(".so")
-                and not os.path.realpath(path).startswith(self.not_own)
-            )
+            self._known[key] = self._is_own(fn)
         return self._known[key]
+
+    def _is_own(self, fn) -> bool:
+        owner = getattr(fn, "__self__", None)
+        if type(owner).__name__.startswith("pybind11_"):
+            # A pybind11 function (its __self__ is a record) names its module; load_inline's
+            # modules are not in sys.modules, torch's own pybind11 functions are.
+            module = sys.modules.get(getattr(fn, "__module__", None) or "")
+            path = getattr(module, "__file__", None) if module is not None else None
+            return not (isinstance(path, str) and os.path.realpath(path).startswith(self.not_own))
+        path = getattr(owner, "__file__", None) if type(owner).__name__ == "module" else None
+        return bool(
+            isinstance(path, str)
+            and path.endswith(".so")
+            and not os.path.realpath(path).startswith(self.not_own)
+        )
 
     def _hook(self, frame, event, arg) -> None:
         if event == "c_call" and self._own(arg):
+            self.count += 1
+        elif (
+            event == "call"
+            and frame.f_code.co_name == "__call__"
+            and os.path.basename(frame.f_code.co_filename) in PLAIN_LAUNCHERS
+        ):
+            # A kernel-only workspace's extern "C" entry point (called through ctypes).
             self.count += 1
 
     @contextlib.contextmanager
