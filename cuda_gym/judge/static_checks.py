@@ -33,7 +33,10 @@ RULES: dict[str, str] = {
     "private_api": "No private torch APIs (any `torch...._name` path, e.g. torch._C or "
     "torch.utils._python_dispatch): they reach the harness's dispatcher and internals.",
     "dispatcher_bypass": "C++/CUDA sources must not touch dispatch keys or guards "
-    "(ExcludeDispatchKeyGuard, DispatchKeySet, AutoDispatchBelow..., c10::impl TLS).",
+    "(ExcludeDispatchKeyGuard, DispatchKeySet, AutoDispatchBelow..., c10::impl TLS, the "
+    "dispatch-mode stack) nor call ATen below the dispatcher (at::cpu::, at::native::).",
+    "native_include": "C++/CUDA sources may #include workspace files by relative path and "
+    "toolchain, torch and CUDA headers only (no absolute paths, no '..').",
 }
 
 # Tokens in C++/CUDA sources that switch off dispatcher modes (and with them the fallback ban).
@@ -48,6 +51,12 @@ NATIVE_FORBIDDEN_TOKENS = (
     "_force_tls_local",
     "PythonDispatcher",
     "TORCH_LIBRARY",
+    "TorchDispatchModeTLS",
+    "at::cpu::",
+    "at::native::",
+    "at::compositeexplicitautograd",
+    "at::compositeimplicitautograd",
+    "::redispatch(",
 )
 
 ALLOWED_MODULES = frozenset(
@@ -244,11 +253,19 @@ def check_solution_source(source: str, *, allow_streams: bool = False) -> list[S
 def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
     """Scan C++/CUDA sources (kernels/ files, load_inline strings) for dispatcher bypasses.
 
+    Each source is preprocessed first (backslash-newlines joined, comments dropped:
+    cuda_gym.judge.native_checks.preprocess), so a token split across lines or hidden in a
+    comment-separated form is still seen; `#include` may only name workspace files by relative
+    path and toolchain headers.
+
     Args:
         sources: Source text by display name (e.g. "kernels/k.cu").
     """
+    from cuda_gym.judge.native_checks import include_violations, preprocess
+
     found = []
-    for name, text in sources.items():
+    for name, raw in sources.items():
+        text = preprocess(raw)
         for lineno, line in enumerate(text.splitlines(), 1):
             token = next((t for t in NATIVE_FORBIDDEN_TOKENS if t in line), None)
             if token:
@@ -256,11 +273,13 @@ def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
                     StaticViolation(
                         "dispatcher_bypass",
                         lineno,
-                        f"`{token}` in {name} reaches the dispatcher's internals; call your "
-                        "kernels directly and leave dispatch keys alone.",
+                        f"`{token}` in {name} reaches the dispatcher's internals or computes "
+                        "below it; call your kernels directly and leave dispatch keys alone.",
                     )
                 )
                 break
+        for lineno, message in include_violations(text)[:1]:
+            found.append(StaticViolation("native_include", lineno, f"{name}: {message}"))
     return found
 
 
