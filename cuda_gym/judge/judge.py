@@ -228,7 +228,11 @@ class Judge:
             verdict.error = f"{SOLUTION_FILE} has a syntax error: {exc.msg} (line {exc.lineno})"
             return
         # The reference judged as its own candidate is not checked: it is not agent code.
-        found = [] if reference_as_candidate else static_violations(source, snap / KERNELS_DIR)
+        found = (
+            []
+            if reference_as_candidate
+            else static_violations(source, snap / KERNELS_DIR, cfg.code_rules)
+        )
         checks["static"] = None if reference_as_candidate else not found
         if found:
             verdict.violations += found
@@ -628,9 +632,14 @@ def apply_speed_of_light(verdict: Verdict, roofline: dict | None) -> None:
         verdict.speedup_vs_compile = None
 
 
-def static_violations(source: str, kernels_dir: Path | None = None) -> list[str]:
-    """Static findings on model_new.py and the C++/CUDA sources, as "static:<rule>: ..." strings."""
-    found = check_solution_source(source)
+def static_violations(
+    source: str, kernels_dir: Path | None = None, rules: str = "env"
+) -> list[str]:
+    """Static findings on model_new.py and the C++/CUDA sources, as "static:<rule>: ..." strings.
+
+    rules: the Python rule set, "env" or "external" (static_checks.RULE_SETS).
+    """
+    found = check_solution_source(source, rules=rules)
     native = {f"model_new.py string {i}": s for i, s in enumerate(string_constants(source))}
     if kernels_dir is not None and kernels_dir.is_dir():
         for path in sorted(kernels_dir.rglob("*")):
