@@ -22,6 +22,7 @@ from cuda_gym.errors import WorkerError, is_out_of_memory
 from cuda_gym.judge.baselines import JsonCache, baseline_key, has_baselines, probe_key
 from cuda_gym.judge.build import build_kernels
 from cuda_gym.judge.config import MIN_OWN_KERNEL_SHARE, JudgeConfig
+from cuda_gym.judge.contract import trial_distribution
 from cuda_gym.judge.device import device_info
 from cuda_gym.judge.inputs import DISTRIBUTIONS
 from cuda_gym.judge.roofline import SOL_SLACK
@@ -259,8 +260,10 @@ class Judge:
             # dtype-dependent random draw): float32 outputs are held to kernelbench's 1e-4.
             verdict.flags["fp64_disagrees"] = True
         usable = set(probe["distributions"])
+        # Each transform touches only the inputs whose invariants it keeps (judge/contract.py).
+        masks = (probe.get("input_contract") or {}).get("masks")
         distributions = [
-            d if d in usable else "as_is"
+            trial_distribution(d, masks) if d in usable else "as_is"
             for d in (DISTRIBUTIONS[k % len(DISTRIBUTIONS)] for k in range(cfg.correctness_trials))
         ]
         seeds = [secrets.randbits(62) for _ in range(cfg.correctness_trials)]
@@ -333,6 +336,7 @@ class Judge:
             "arena_path": str(arena) if arena else None,
             "mode": cfg.tolerance_mode,
             "fp64_ok": probe["fp64_ok"],
+            "strict_units": probe.get("strict_units"),
             "baselines": wanted,
             "warmup_runs": cfg.warmup_runs,
             "timed_runs": cfg.timed_runs,

@@ -231,6 +231,7 @@ def run_probe(req: dict, rep: _Reporter) -> None:
 
     import torch
 
+    from cuda_gym.judge import contract
     from cuda_gym.judge.compare import MODES, check_outputs_match
     from cuda_gym.judge.inputs import DISTRIBUTIONS, forward_seed, make_inputs, seed_forward
     from cuda_gym.judge.trivial import NAMES, trivial_answer
@@ -238,6 +239,9 @@ def run_probe(req: dict, rep: _Reporter) -> None:
     device = req["device"]
     task, _, model, numerics = _setup(req, rep)
     rep.enter("probe")
+    # The task's contract: which inputs each transform may touch (judge/contract.py).
+    input_contract = contract.probe_inputs(task, req["seed"], device)
+    units = None
     ok_dists = []
     fp64_ok = True
     fp64_disagrees = False
@@ -251,7 +255,10 @@ def run_probe(req: dict, rep: _Reporter) -> None:
             model64, fp64_ok = None, False
         fseed = forward_seed(req["seed"])
         for dist in dict.fromkeys(DISTRIBUTIONS):
-            inputs = make_inputs(task, req["seed"], device, dist)
+            spec = contract.trial_distribution(dist, input_contract["masks"])
+            if dist != "as_is" and spec == "as_is":
+                continue  # no input can take this transform and keep its invariants
+            inputs = make_inputs(task, req["seed"], device, spec)
             seed_forward(fseed)
             out = _as_list(model(*_clone(inputs)))
             finite = all(torch.isfinite(o).all() for o in out if isinstance(o, torch.Tensor))
@@ -274,6 +281,12 @@ def run_probe(req: dict, rep: _Reporter) -> None:
                 # float32 error exceed 1e-2 where sums cancel, and fp64 is the right bound there.
                 model64, fp64_ok, out64 = None, False, None
                 fp64_disagrees = True
+            scales = None
+            if out64 is not None:
+                if units is None:
+                    units = contract.accumulation_units(model64, _to_double(inputs))
+                seed_forward(fseed)
+                scales = [contract.strict_scales(model64, inputs, units)]
             if roofline is None:
                 roofline = _roofline(model, inputs, out, device)
             for name in NAMES:
@@ -283,7 +296,11 @@ def run_probe(req: dict, rep: _Reporter) -> None:
                         matches[mode][name] = False
                     elif matches[mode][name]:
                         cmp = check_outputs_match(
-                            [out], [answer], mode, [out64] if out64 is not None else None
+                            [out],
+                            [answer],
+                            mode,
+                            [out64] if out64 is not None else None,
+                            scales=scales,
                         )
                         matches[mode][name] = cmp.correct
                 del answer
@@ -300,6 +317,8 @@ def run_probe(req: dict, rep: _Reporter) -> None:
             "degenerate": degenerate,
             "roofline": roofline,
             "numerics": numerics,
+            "input_contract": input_contract,
+            "strict_units": units,
         }
     )
 
@@ -642,6 +661,7 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
     import torch
 
     from cuda_gym.judge.compare import Comparison, check_outputs_match, runs_agree
+    from cuda_gym.judge.contract import strict_scales
     from cuda_gym.judge.inputs import forward_seed, make_inputs, seed_forward
     from cuda_gym.judge.output_checks import bitwise_equal
     from cuda_gym.judge.timing import Timer
@@ -692,10 +712,13 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
                 fseed = forward_seed(seed)
                 seed_forward(fseed)
                 exp = _as_list(model(*_clone(inputs)))
-                exp64 = None
+                exp64 = scales = None
                 if model64 is not None:
                     seed_forward(fseed)
                     exp64 = _as_list(model64(*_to_double(inputs)))
+                    if req.get("strict_units"):  # fp32 arithmetic's bound (judge/contract.py)
+                        seed_forward(fseed)
+                        scales = strict_scales(model64, inputs, req["strict_units"])
                 del inputs
                 if len(cand["trials"]) == len(seeds):
                     check_outputs_match(
@@ -705,9 +728,10 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
                         [exp64] if exp64 is not None else None,
                         into=trials,
                         first_trial=k,
+                        scales=[scales],
                     )
                 if k in (0, timed_set):
-                    kept[k] = (exp, exp64)
+                    kept[k] = (exp, exp64, scales)
                 del exp, exp64
             result["comparison"] = dataclasses.asdict(trials)
             first = to_device(cand["trials"][0], device) if cand["trials"] else []
@@ -716,16 +740,17 @@ def run_reference(req: dict, seeds: list[int], rep: _Reporter) -> None:
                 bitwise_equal(a, b) if isinstance(a, torch.Tensor) else a == b
                 for a, b in zip(repeat, first)
             )
-            agree = bitwise or runs_agree(first, repeat, mode, kept[0][0], kept[0][1])
+            agree = bitwise or runs_agree(first, repeat, mode, *kept[0])
             result["determinism"] = {"within_tolerance": agree, "bitwise": bitwise}
             del first, repeat
             if cand.get("timed") is not None:
-                exp, exp64 = kept[timed_set] if timed_set is not None else (None, None)
+                exp, exp64, scales = kept[timed_set] if timed_set is not None else (None,) * 3
                 timed = check_outputs_match(
                     [exp] if exp is not None else [],
                     [to_device(cand["timed"]["outputs"], device)],
                     mode,
                     [exp64] if exp64 is not None else None,
+                    scales=[scales],
                 )
                 result["timing_recheck"] = dataclasses.asdict(timed)
             del cand, kept
@@ -764,6 +789,7 @@ PRELOAD_MODULES = (
     "torch.utils.cpp_extension",
     "torch.utils._python_dispatch",
     "cuda_gym.judge.compare",
+    "cuda_gym.judge.contract",
     "cuda_gym.judge.fallback",
     "cuda_gym.judge.inputs",
     "cuda_gym.judge.output_checks",
