@@ -6,7 +6,8 @@ Modes:
   1. fp32 arithmetic's own: `u * units * M` (u = 2^-24; judge/contract.py): M is the largest
      magnitude of the float64 pass on |inputs| and |parameters| (the sum of |terms| for sums,
      dot products, convolutions and scans), capped at `units` times the output's magnitude;
-     `units` = 4 sqrt(total accumulation length) + 16 per transcendental op + 1 per other op,
+     `units` = max(4 sqrt(n), n / 20) for the total accumulation length n, + 16 per
+     transcendental op + 1 per other op,
      counted from the task's ops. This admits any summation order (serial, tree, split-K,
      Kahan, running scans) and fast-math transcendentals, whatever torch's own kernel does.
   2. STRICT_FACTOR x how far torch's own float32 result is from float64 (at least one ulp of the

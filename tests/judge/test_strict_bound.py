@@ -14,6 +14,7 @@ import torch.nn as nn
 
 from cuda_gym.judge.compare import check_outputs_match
 from cuda_gym.judge.contract import accumulation_units, strict_scales
+from cuda_gym.judge.inputs import make_inputs
 
 
 def judge_strict(model: nn.Module, inputs: list, candidate: list):
@@ -111,6 +112,19 @@ def test_honest_orders_of_a_65536_sum_pass(kind, algorithm):
     torch.manual_seed(1)
     x = _draw(kind, 4, 65536)
     result = judge_strict(RowSum(), [x], [algorithm(x)])
+    assert result.correct, result.details
+
+
+class _PositiveRows:
+    def get_inputs(self):
+        return [torch.rand(4, 65536)]
+
+
+@pytest.mark.parametrize("distribution", ["heavy_tailed", "wide_range"])
+def test_a_serial_sum_that_stagnates_passes(distribution):
+    # Positive terms over six decades: the running sum drops the terms below half its ulp.
+    x = make_inputs(_PositiveRows(), 8, "cpu", distribution)[0]
+    result = judge_strict(RowSum(), [x], [serial_sum(x)])
     assert result.correct, result.details
 
 
