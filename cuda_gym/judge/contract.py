@@ -354,6 +354,26 @@ def magnitudes(model64, inputs: list) -> list[float | None]:
     return result
 
 
-def strict_scales(model64, inputs: list, units) -> list:
-    """Per output, `(units, magnitude)` for compare's strict bound (None where not a float)."""
-    return [None if m is None else (float(units), m) for m in magnitudes(model64, inputs)]
+# A module whose |parameters| pass cannot run (a parameter read in a way functional_call does not
+# replace, a check on signs) only loses the arithmetic bound; the measured one remains.
+_PASS_ERRORS = (RuntimeError, TypeError, ValueError, NotImplementedError, IndexError)
+
+
+def strict_scales(model64, inputs: list, units) -> list | None:
+    """Per output, `(units, magnitude)` for compare's strict bound (None where not a float).
+
+    None when the pass on |inputs| cannot run: strict mode then keeps its measured bound only.
+    """
+    try:
+        found = magnitudes(model64, inputs)
+    except _PASS_ERRORS:
+        return None
+    return [None if m is None else (float(units), m) for m in found]
+
+
+def try_accumulation_units(model64, inputs64: list) -> float | None:
+    """accumulation_units, or None where the counting pass cannot run."""
+    try:
+        return accumulation_units(model64, inputs64)
+    except _PASS_ERRORS:
+        return None

@@ -284,9 +284,10 @@ def run_probe(req: dict, rep: _Reporter) -> None:
             scales = None
             if out64 is not None:
                 if units is None:
-                    units = contract.accumulation_units(model64, _to_double(inputs))
-                seed_forward(fseed)
-                scales = [contract.strict_scales(model64, inputs, units)]
+                    units = contract.try_accumulation_units(model64, _to_double(inputs))
+                if units is not None:
+                    seed_forward(fseed)
+                    scales = [contract.strict_scales(model64, inputs, units)]
             if roofline is None:
                 roofline = _roofline(model, inputs, out, device)
             for name in NAMES:
