@@ -533,3 +533,15 @@ def test_external_rules_still_refuse_what_reaches_the_harness(source, expected):
 def test_unknown_rule_set_is_refused():
     with pytest.raises(ValueError, match="unknown rule set"):
         check_solution_source("x = 1\n", rules="loose")
+
+
+def test_judge_config_names_the_rule_sets_and_the_cli_defaults_to_external():
+    from cuda_gym.cli import build_parser
+    from cuda_gym.errors import ConfigError
+    from cuda_gym.judge.config import JudgeConfig
+
+    assert JudgeConfig().code_rules == "env"
+    with pytest.raises(ConfigError, match="code_rules"):
+        JudgeConfig(code_rules="loose")
+    args = build_parser().parse_args(["judge", "task.py", "solution.py"])
+    assert args.rules == "external"
