@@ -4,7 +4,7 @@ Usage::
 
     cuda-gym demo [--device auto|cuda|cpu] [--task ID] [--json]
     cuda-gym judge TASK SOLUTION.py|WORKSPACE [--kernels DIR] [--device ...] [--mode ...]
-                   [--reward ...]
+                   [--reward ...] [--rules external|env]
     cuda-gym tasks list [--json]
     cuda-gym synth --n N --device cuda|cpu --seed S --out DIR_OR_FILE.parquet [...]
 """
@@ -58,7 +58,9 @@ def cmd_judge(args: argparse.Namespace) -> int:
 
     device = resolve_device(args.device)
     task = load_task(args.task).for_device(device)
-    config = JudgeConfig(device=device, tolerance_mode=args.mode, reward=args.reward)
+    config = JudgeConfig(
+        device=device, tolerance_mode=args.mode, reward=args.reward, code_rules=args.rules
+    )
     solution = Path(args.solution)
     kernels = args.kernels
     if solution.is_dir():  # a workspace: model_new.py and, if present, kernels/
@@ -155,6 +157,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="milestone",
         choices=["milestone", "speedup", "log_speedup"],
         help="reward function (default: milestone)",
+    )
+    judge.add_argument(
+        "--rules",
+        default="external",
+        choices=["external", "env"],
+        help="static rule set for the solution's Python: external (default; code written "
+        "elsewhere: os without process control, pathlib, logging, ... allowed) or env (the "
+        "environment's stricter rules, as the agent is told them)",
     )
     judge.add_argument("--no-timing", action="store_true", help="check correctness only")
     judge.add_argument("--json", action="store_true", help="print the verdict as JSON")

@@ -62,7 +62,8 @@ def probe_key(task_hash: str, info: DeviceInfo) -> str:
     # v3: the speed-of-light bound uses the GPU's nominal bandwidth (cuda_gym.judge.roofline).
     # v4: a float64 pass that disagrees with the task's own pass is not used (fp64_disagrees).
     # v5: the speed-of-light bound counts no convolution flops (cuda_gym.judge.roofline).
-    parts = [task_hash, info.device, info.name, info.torch_version, "probe-v5"]
+    # v7: input invariants and transform masks, strict mode's accumulation units (judge/contract).
+    parts = [task_hash, info.device, info.name, info.torch_version, "probe-v7"]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
 

@@ -11,6 +11,7 @@ from cuda_gym.errors import ConfigError
 from cuda_gym.runtime.sandbox import unsandboxed_requested
 
 MODES = ("strict", "kernelbench", "paper")
+CODE_RULES = ("env", "external")
 REWARDS = ("milestone", "speedup", "log_speedup")
 BASELINES = ("eager", "compile")
 
@@ -75,6 +76,10 @@ class JudgeConfig:
         gate_wait_max_s: The most a worker's clock stops while it waits for the gate. The
             worker reports the wait itself, so a hostile candidate could claim it: this bounds
             what a hanging candidate can cost beyond run_timeout_s.
+        code_rules: The static rule set for model_new.py (judge/static_checks.py): "env" (the
+            environment's, which the agent reads in the workspace skill) or "external" (code
+            written elsewhere: `cuda-gym judge` and the KernelBench harness use it, so honest
+            code is not rejected for importing os, pathlib, logging, ...).
         precompiled_header: Precompile torch/extension.h once per toolchain and flags and use
             it in later cold builds of binding code (judge/pch.py; GCC only; about 0.8 GB in
             the cache; the first such build takes the extra time once). None: on the cuda
@@ -111,6 +116,7 @@ class JudgeConfig:
     precompiled_header: bool | None = None
     sandbox: bool | None = None
     sandbox_memory_gib: float | None = None
+    code_rules: str = "env"
 
     def __post_init__(self) -> None:
         if self.device not in ("cuda", "cpu"):
@@ -118,6 +124,10 @@ class JudgeConfig:
         fast_worker_start_default(self.device)  # a malformed variable is refused here
         if self.tolerance_mode not in MODES:
             raise ConfigError(f"Unknown tolerance_mode {self.tolerance_mode!r}; use one of {MODES}")
+        if self.code_rules not in CODE_RULES:
+            raise ConfigError(
+                f"Unknown code_rules {self.code_rules!r}; use one of {CODE_RULES}"
+            )
         if self.reward not in REWARDS:
             raise ConfigError(f"Unknown reward {self.reward!r}; use one of {REWARDS}")
         for name in ("correctness_trials", "timed_runs"):

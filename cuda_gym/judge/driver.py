@@ -37,6 +37,7 @@ import torch
 
 from cuda_gym.judge import roles
 from cuda_gym.judge.compare import Comparison, check_outputs_match, runs_agree
+from cuda_gym.judge.contract import strict_scales
 from cuda_gym.judge.fallback import ALLOWED_OPS, VENDOR_LIBRARY_OPS
 from cuda_gym.judge.handover import Handover
 from cuda_gym.judge.inputs import forward_seed, make_inputs, seed_forward
@@ -243,14 +244,18 @@ class Driver:
         link.stage = "run"
         return served
 
-    def _reference(self, inputs: list, fseed: int) -> tuple[list, list | None]:
+    def _reference(self, inputs: list, fseed: int) -> tuple[list, list | None, list | None]:
+        """The reference's outputs, its float64 outputs, and strict mode's error scales."""
         seed_forward(fseed)
         exp = roles.as_list(self.model(*_clone(inputs)))
-        exp64 = None
+        exp64 = scales = None
         if self.model64 is not None:
             seed_forward(fseed)
             exp64 = roles.as_list(self.model64(*_to_double(inputs)))
-        return exp, exp64
+            if self.req.strict_units:  # fp32 arithmetic's bound (judge/contract.py)
+                seed_forward(fseed)
+                scales = strict_scales(self.model64, inputs, self.req.strict_units)
+        return exp, exp64, scales
 
     # -- the judgement --------------------------------------------------------------------------
 
@@ -300,7 +305,7 @@ class Driver:
         for k, (seed, dist) in enumerate(zip(req.seeds, req.distributions)):
             inputs = make_inputs(self.task, seed, self.device, dist)
             fseed = forward_seed(seed)
-            exp, exp64 = self._reference(inputs, fseed)
+            exp, exp64, scales = self._reference(inputs, fseed)
             out, _ = served.call(inputs, exp, fseed)
             check_outputs_match(
                 [exp],
@@ -309,17 +314,18 @@ class Driver:
                 [exp64] if exp64 is not None else None,
                 into=trials,
                 first_trial=k,
+                scales=[scales],
             )
             if k == 0:
-                first = (inputs, fseed, exp, exp64, out)
-            del inputs, exp, exp64, out
-        inputs, fseed, exp, exp64, out = first
+                first = (inputs, fseed, exp, exp64, scales, out)
+            del inputs, exp, exp64, scales, out
+        inputs, fseed, exp, exp64, scales, out = first
         repeat, _ = served.call(inputs, exp, fseed)
         bitwise = len(out) == len(repeat) and all(
             bitwise_equal(a, b) if isinstance(a, torch.Tensor) else a == b
             for a, b in zip(out, repeat)
         )
-        agree = bitwise or runs_agree(out, repeat, req.tolerance_mode, exp, exp64)
+        agree = bitwise or runs_agree(out, repeat, req.tolerance_mode, exp, exp64, scales)
         self.result.comparison = ComparisonResult(**vars(trials))
         self.result.deterministic = agree
         self.result.bitwise_deterministic = bitwise
@@ -336,7 +342,7 @@ class Driver:
             self.rep.enter("recheck")
             recheck = Comparison()
             for k, (inputs_k, fseed_k, out_k) in enumerate(kept):
-                exp_k, exp64_k = self._reference(inputs_k, fseed_k)
+                exp_k, exp64_k, scales_k = self._reference(inputs_k, fseed_k)
                 check_outputs_match(
                     [exp_k],
                     [out_k],
@@ -344,6 +350,7 @@ class Driver:
                     [exp64_k] if exp64_k is not None else None,
                     into=recheck,
                     first_trial=k,
+                    scales=[scales_k],
                 )
             self.result.timing_recheck = ComparisonResult(**vars(recheck))
             self.result.timing = timing
@@ -440,7 +447,7 @@ class Driver:
         (solution / "model_new.py").write_text(source.rstrip() + "\n\n\nModelNew = Model\n")
         seed = secrets.randbits(62)
         inputs = make_inputs(self.task, seed, self.device, "as_is")
-        expected, _ = self._reference(inputs, forward_seed(seed))
+        expected, _, _ = self._reference(inputs, forward_seed(seed))
         for name in req.baselines:
             self.rep.enter(f"baseline:{name}")
             try:

@@ -27,6 +27,7 @@ from cuda_gym.errors import WorkerError, is_out_of_memory
 from cuda_gym.judge.baselines import JsonCache, baseline_key, has_baselines, probe_key
 from cuda_gym.judge.build import build_kernels
 from cuda_gym.judge.config import MIN_OWN_KERNEL_SHARE, JudgeConfig
+from cuda_gym.judge.contract import trial_distribution
 from cuda_gym.judge.device import device_info
 from cuda_gym.judge.inputs import DISTRIBUTIONS
 from cuda_gym.judge.protocol import CandidateResult, KernelSummary, TimingStats, decode
@@ -253,6 +254,7 @@ class Judge:
             "distributions": distributions,
             "tolerance_mode": cfg.tolerance_mode,
             "fp64_ok": bool(probe["fp64_ok"]),
+            "strict_units": probe.get("strict_units"),
             "allow_vendor_libraries": cfg.allow_vendor_libraries
             or bool(task.judge_options.get("allow_vendor_libraries")),
             "timing": timing,
@@ -327,7 +329,11 @@ class Judge:
             verdict.error = f"{SOLUTION_FILE} has a syntax error: {exc.msg} (line {exc.lineno})"
             return None
         # The reference judged as its own candidate is not checked: it is not agent code.
-        found = [] if reference_as_candidate else static_violations(source, snap / KERNELS_DIR)
+        found = (
+            []
+            if reference_as_candidate
+            else static_violations(source, snap / KERNELS_DIR, self.config.code_rules)
+        )
         verdict.checks["static"] = None if reference_as_candidate else not found
         if found:
             verdict.violations += found
@@ -357,8 +363,10 @@ class Judge:
             # dtype-dependent random draw): float32 outputs are held to kernelbench's 1e-4.
             verdict.flags["fp64_disagrees"] = True
         usable = set(probe["distributions"])
+        # Each transform touches only the inputs whose invariants it keeps (judge/contract.py).
+        masks = (probe.get("input_contract") or {}).get("masks")
         distributions = [
-            d if d in usable else "as_is"
+            trial_distribution(d, masks) if d in usable else "as_is"
             for d in (DISTRIBUTIONS[k % len(DISTRIBUTIONS)] for k in range(cfg.correctness_trials))
         ]
         return probe, distributions
@@ -704,9 +712,14 @@ def apply_speed_of_light(verdict: Verdict, roofline: dict | None) -> None:
         verdict.speedup_vs_compile = None
 
 
-def static_violations(source: str, kernels_dir: Path | None = None) -> list[str]:
-    """Static findings on model_new.py and the C++/CUDA sources, as "static:<rule>: ..." strings."""
-    found = check_solution_source(source)
+def static_violations(
+    source: str, kernels_dir: Path | None = None, rules: str = "env"
+) -> list[str]:
+    """Static findings on model_new.py and the C++/CUDA sources, as "static:<rule>: ..." strings.
+
+    rules: the Python rule set, "env" or "external" (static_checks.RULE_SETS).
+    """
+    found = check_solution_source(source, rules=rules)
     native = {f"model_new.py string {i}": s for i, s in enumerate(string_constants(source))}
     if kernels_dir is not None and kernels_dir.is_dir():
         for path in sorted(kernels_dir.rglob("*")):

@@ -41,6 +41,7 @@ def run_probe(req: ProbeRequest, rep: Reporter) -> dict:
 
     import torch
 
+    from cuda_gym.judge import contract
     from cuda_gym.judge.compare import MODES, check_outputs_match
     from cuda_gym.judge.inputs import DISTRIBUTIONS, forward_seed, make_inputs, seed_forward
     from cuda_gym.judge.trivial import NAMES, trivial_answer
@@ -48,6 +49,9 @@ def run_probe(req: ProbeRequest, rep: Reporter) -> dict:
     device = req.header.device
     task, model, numerics = _setup(req, rep)
     rep.enter("probe")
+    # The task's contract: which inputs each transform may touch (judge/contract.py).
+    input_contract = contract.probe_inputs(task, req.seed, device)
+    units = None
     ok_dists = []
     fp64_ok = True
     fp64_disagrees = False
@@ -61,7 +65,10 @@ def run_probe(req: ProbeRequest, rep: Reporter) -> dict:
             model64, fp64_ok = None, False
         fseed = forward_seed(req.seed)
         for dist in dict.fromkeys(DISTRIBUTIONS):
-            inputs = make_inputs(task, req.seed, device, dist)
+            spec = contract.trial_distribution(dist, input_contract["masks"])
+            if dist != "as_is" and spec == "as_is":
+                continue  # no input can take this transform and keep its invariants
+            inputs = make_inputs(task, req.seed, device, spec)
             seed_forward(fseed)
             out = as_list(model(*_clone(inputs)))
             finite = all(torch.isfinite(o).all() for o in out if isinstance(o, torch.Tensor))
@@ -84,6 +91,13 @@ def run_probe(req: ProbeRequest, rep: Reporter) -> dict:
                 # float32 error exceed 1e-2 where sums cancel, and fp64 is the right bound there.
                 model64, fp64_ok, out64 = None, False, None
                 fp64_disagrees = True
+            scales = None
+            if out64 is not None:
+                if units is None:
+                    units = contract.try_accumulation_units(model64, _to_double(inputs))
+                if units is not None:
+                    seed_forward(fseed)
+                    scales = [contract.strict_scales(model64, inputs, units)]
             if roofline is None:
                 roofline = _roofline(model, inputs, out, device)
             for name in NAMES:
@@ -93,7 +107,11 @@ def run_probe(req: ProbeRequest, rep: Reporter) -> dict:
                         matches[mode][name] = False
                     elif matches[mode][name]:
                         cmp = check_outputs_match(
-                            [out], [answer], mode, [out64] if out64 is not None else None
+                            [out],
+                            [answer],
+                            mode,
+                            [out64] if out64 is not None else None,
+                            scales=scales,
                         )
                         matches[mode][name] = cmp.correct
                 del answer
@@ -109,6 +127,8 @@ def run_probe(req: ProbeRequest, rep: Reporter) -> dict:
         "degenerate": degenerate,
         "roofline": roofline,
         "numerics": numerics,
+        "input_contract": input_contract,
+        "strict_units": units,
     }
 
 

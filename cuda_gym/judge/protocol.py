@@ -139,6 +139,8 @@ class CandidateRequest:
         distributions: Input distribution of each trial.
         tolerance_mode: "strict", "kernelbench" or "paper".
         fp64_ok: The task runs in float64 (strict mode's reference).
+        strict_units: The probe's count of fp32 rounding units per output (the strict bound's
+            factor, cuda_gym.judge.contract); None: strict keeps its measured bound only.
         allow_vendor_libraries: GEMM/convolution ops allowed inside forward.
         timing: Time the candidate (and the baselines below).
         profile: Return the candidate's profile table.
@@ -160,6 +162,7 @@ class CandidateRequest:
     distributions: list[str]
     tolerance_mode: str
     fp64_ok: bool
+    strict_units: float | None
     allow_vendor_libraries: bool
     timing: bool
     profile: bool

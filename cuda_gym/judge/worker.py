@@ -69,6 +69,7 @@ PRELOAD_MODULES = (
     "torch.utils.cpp_extension",
     "torch.utils._python_dispatch",
     "cuda_gym.judge.compare",
+    "cuda_gym.judge.contract",
     "cuda_gym.judge.driver",
     "cuda_gym.judge.fallback",
     "cuda_gym.judge.inputs",
