@@ -3,7 +3,7 @@
 Usage (also `python -m cuda_gym ...`)::
 
     cuda-gym demo [--device auto|cuda|cpu] [--task ID] [--json]
-    cuda-gym judge TASK SOLUTION.py|WORKSPACE [--kernels DIR] [--device ...] [--mode ...]
+    cuda-gym judge TASK SOLUTION.py|WORKSPACE [--kernels DIR] [--device ...] [--mode ...] [--rules ...]
     cuda-gym tasks list [--source SOURCE] [--json]
     cuda-gym tasks show ID [--source SOURCE] [--device any|cuda|cpu]
     cuda-gym play --base-url URL --model NAME (--task ID | --tasks SOURCE) --episodes N --out DIR
@@ -131,7 +131,9 @@ def cmd_judge(args: argparse.Namespace) -> int:
         return 2
     device = resolve_device(args.device)
     task = find_task(args.task, args.source).for_device(device)
-    config = JudgeConfig(device=device, tolerance_mode=args.mode, reward=args.reward)
+    config = JudgeConfig(
+        device=device, tolerance_mode=args.mode, reward=args.reward, code_rules=args.rules
+    )
     if not args.json:
         _status(f"judging {solution} against {task.task_id} on {device} ...")
     with tempfile.TemporaryDirectory(prefix="cuda_gym_cli_") as tmp:
@@ -351,6 +353,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     judge.add_argument(
         "--reward", default="milestone", choices=["milestone", "speedup", "log_speedup"]
+    )
+    judge.add_argument(
+        "--rules",
+        default="external",
+        choices=["external", "env"],
+        help="static rule set for the solution's Python: external (default; code written "
+        "elsewhere: os without process control, pathlib, logging, ... allowed) or env (the "
+        "environment's stricter rules, as the agent is told them)",
     )
     judge.add_argument("--no-timing", action="store_true", help="check correctness only")
     judge.add_argument("--json", action="store_true", help="print the verdict as JSON")

@@ -39,6 +39,13 @@ class WorkerError(CudaGymError, RuntimeError):
     """A judge worker failed for reasons that are not the candidate's fault."""
 
 
+class SandboxError(CudaGymError, RuntimeError):
+    """The OS refused to set up the sandbox for candidate code; says which mechanism and what to do.
+
+    Raised before any candidate code runs, so it is never the candidate's fault.
+    """
+
+
 class DataUnavailableError(CudaGymError, RuntimeError):
     """A task set cannot be obtained (offline, missing file, unexpected layout); says what to do."""
 

@@ -200,6 +200,8 @@ class HarnessConfig:
             # Off here leaves JudgeConfig's default ($CUDA_GYM_FAST_WORKER_START, else on for
             # CUDA).
             fast_worker_start=True if self.fast_worker_start else None,
+            # Solutions judged here were written elsewhere: the permissive static rules.
+            code_rules="external",
         )
 
     @property

@@ -10,6 +10,13 @@ bytes changed are rewritten, so ninja recompiles just the edited compilation uni
 including an edited header) and relinks. An edit to the kernel file leaves the binding's object,
 compiled against the full torch headers, as it was. The finished library is then copied into
 the content-keyed cache.
+
+Trust: only trusted processes write here (the compilers and ninja; the build no longer imports
+the extension, so none of the candidate's code runs, and the candidate's sandbox cannot see the
+cache). Each finished build and each work directory is sealed (cuda_gym.judge.baselines.seal:
+an HMAC over the hashes of its files) and checked before reuse: a finished build whose files
+changed, gained or lost a file is discarded and built again; a work directory that does not
+match its seal (altered, or left mid-build by a killed judge) is emptied and regenerated.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import fcntl
 import functools
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -31,11 +39,15 @@ from pathlib import Path
 
 from cuda_gym.errors import WorkerError
 from cuda_gym.judge import pch, plain_build
+from cuda_gym.judge.baselines import integrity_key, seal, unseal
 from cuda_gym.judge.config import JudgeConfig
 from cuda_gym.judge.verdict import BuildResult
 from cuda_gym.runtime import python_child_env, run_process
 
+logger = logging.getLogger(__name__)
+
 MODULE_NAME = "kernels_ext"
+SEAL_FILE = "SEAL"
 CUDA_UNITS = (".cu", ".cpp")
 CPU_UNITS = (".cpp",)
 HEADERS = (".cuh", ".h", ".hpp", ".inl")
@@ -132,6 +144,57 @@ def incremental_slot(root: Path, files: dict[str, bytes]):
             return
 
 
+def _file_hashes(root: Path) -> dict[str, str]:
+    """SHA-256 of every file under `root` (symlinks as their target text), but the seal."""
+    hashes = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if rel == SEAL_FILE:
+            continue
+        if path.is_symlink():
+            hashes[rel] = "symlink:" + os.readlink(path)
+        elif path.is_file():
+            digest = hashlib.sha256()
+            with open(path, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            hashes[rel] = digest.hexdigest()
+    return hashes
+
+
+def _seal_dir(root: Path, cache: Path) -> None:
+    """Record the hashes of every file under `root` in its seal (HMAC under the cache's key)."""
+    data = json.dumps(_file_hashes(root), sort_keys=True).encode()
+    tmp = root / f".{SEAL_FILE}.tmp"
+    tmp.write_bytes(seal(integrity_key(cache), data))
+    tmp.replace(root / SEAL_FILE)
+
+
+def _sealed_intact(root: Path, cache: Path) -> bool:
+    """Whether `root` holds exactly the files its seal lists, with the same bytes."""
+    try:
+        data = unseal(integrity_key(cache), (root / SEAL_FILE).read_bytes())
+        recorded = json.loads(data) if data is not None else None
+    except (OSError, ValueError):
+        recorded = None
+    if recorded is not None and recorded == _file_hashes(root):
+        return True
+    logger.warning("discarding %s: its files do not match its seal (altered or unfinished)", root)
+    return False
+
+
+@contextlib.contextmanager
+def _sealed_slot(slot: Path, cache: Path):
+    """Use an incremental work directory: emptied unless it matches its seal; sealed after."""
+    if slot.exists() and any(slot.iterdir()) and not _sealed_intact(slot, cache):
+        shutil.rmtree(slot)
+    slot.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    finally:
+        _seal_dir(slot, cache)
+
+
 def _sync_sources(src_dir: Path, files: dict[str, bytes]) -> int:
     """Make src_dir hold exactly `files`, touching only files whose bytes differ.
 
@@ -213,8 +276,7 @@ def build_kernels(kernels_dir: Path, config: JudgeConfig, arch: str | None = Non
         # flock binds to this open file description: threads of one process exclude each other
         # as well as processes, so one build per key runs and the others wait for its result.
         fcntl.flock(lock, fcntl.LOCK_EX)
-        module_file = build_dir / plain_build.MODULE_FILE
-        if done_marker.exists() and (so_path.exists() or module_file.exists()):
+        if done_marker.exists() and _sealed_intact(build_dir, config.resolved_cache_dir):
             return BuildResult(
                 ok=True,
                 module_dir=str(build_dir),
@@ -228,7 +290,11 @@ def build_kernels(kernels_dir: Path, config: JudgeConfig, arch: str | None = Non
             units = [str(p.relative_to(kernels_dir)) for p in compile_units]
             return _build_plain(files, units, flags, arch, config, build_dir, start)
         lineage = lineage_key(list(files), config.device, flags, arch)
-        with incremental_slot(config.resolved_cache_dir / "incremental" / lineage, files) as slot:
+        cache = config.resolved_cache_dir
+        with (
+            incremental_slot(cache / "incremental" / lineage, files) as slot,
+            _sealed_slot(slot, cache),
+        ):
             src_dir = slot / "src"
             work_dir = slot / "build"
             src_dir.mkdir(parents=True, exist_ok=True)
@@ -276,6 +342,7 @@ def build_kernels(kernels_dir: Path, config: JudgeConfig, arch: str | None = Non
             shutil.copyfile(work_dir / f"{MODULE_NAME}.so", tmp)
             tmp.replace(so_path)
         done_marker.write_text(key)
+        _seal_dir(build_dir, config.resolved_cache_dir)
         return BuildResult(
             ok=True,
             module_dir=str(build_dir),
@@ -328,6 +395,7 @@ def _build_plain(
         )
     work.replace(build_dir)
     (build_dir / "BUILD_OK").write_text("plain")
+    _seal_dir(build_dir, cache)
     return BuildResult(
         ok=True,
         module_dir=str(build_dir),

@@ -8,8 +8,10 @@ from pathlib import Path
 
 from cuda_gym.cache_dir import default_cache_dir
 from cuda_gym.errors import ConfigError
+from cuda_gym.runtime.sandbox import unsandboxed_requested
 
 MODES = ("strict", "kernelbench", "paper")
+CODE_RULES = ("env", "external")
 REWARDS = ("milestone", "speedup", "log_speedup")
 BASELINES = ("eager", "compile")
 
@@ -74,10 +76,23 @@ class JudgeConfig:
         gate_wait_max_s: The most a worker's clock stops while it waits for the gate. The
             worker reports the wait itself, so a hostile candidate could claim it: this bounds
             what a hanging candidate can cost beyond run_timeout_s.
+        code_rules: The static rule set for model_new.py (judge/static_checks.py): "env" (the
+            environment's, which the agent reads in the workspace skill) or "external" (code
+            written elsewhere: `cuda-gym judge` and the KernelBench harness use it, so honest
+            code is not rejected for importing os, pathlib, logging, ...).
         precompiled_header: Precompile torch/extension.h once per toolchain and flags and use
             it in later cold builds of binding code (judge/pch.py; GCC only; about 0.8 GB in
             the cache; the first such build takes the extra time once). None: on the cuda
             device only.
+        sandbox: Run every process that runs candidate code (the candidate's worker, its
+            load_inline build) in the OS sandbox (cuda_gym.runtime.sandbox): own namespaces,
+            a read-only view of the system, one writable scratch directory, an unprivileged
+            uid, rlimits and a seccomp filter. None (the default): on, unless
+            $CUDA_GYM_UNSANDBOXED=1. Off is for development only: every verdict then carries
+            flags["unsandboxed"], and a candidate can reach the judge's files and processes.
+        sandbox_memory_gib: The sandboxed process's data limit (RLIMIT_DATA: private writable
+            memory) in GiB; None: the machine's physical memory. Per process: a cgroup, not
+            this, would bound several candidates together.
     """
 
     device: str = "cpu"
@@ -99,6 +114,9 @@ class JudgeConfig:
     device_gate: bool = True
     gate_wait_max_s: float = 600.0
     precompiled_header: bool | None = None
+    sandbox: bool | None = None
+    sandbox_memory_gib: float | None = None
+    code_rules: str = "env"
 
     def __post_init__(self) -> None:
         if self.device not in ("cuda", "cpu"):
@@ -106,6 +124,10 @@ class JudgeConfig:
         fast_worker_start_default(self.device)  # a malformed variable is refused here
         if self.tolerance_mode not in MODES:
             raise ConfigError(f"Unknown tolerance_mode {self.tolerance_mode!r}; use one of {MODES}")
+        if self.code_rules not in CODE_RULES:
+            raise ConfigError(
+                f"Unknown code_rules {self.code_rules!r}; use one of {CODE_RULES}"
+            )
         if self.reward not in REWARDS:
             raise ConfigError(f"Unknown reward {self.reward!r}; use one of {REWARDS}")
         for name in ("correctness_trials", "timed_runs"):
@@ -126,6 +148,16 @@ class JudgeConfig:
                 raise ConfigError(f"JudgeConfig.{name} must be positive")
         if not 0 <= self.reward_margin < 1:
             raise ConfigError("JudgeConfig.reward_margin must be in [0, 1)")
+        unsandboxed_requested()  # a malformed $CUDA_GYM_UNSANDBOXED is refused here
+        if self.sandbox_memory_gib is not None and self.sandbox_memory_gib <= 0:
+            raise ConfigError("JudgeConfig.sandbox_memory_gib must be positive (or None)")
+
+    @property
+    def sandboxed(self) -> bool:
+        """sandbox, or where it is None: on unless $CUDA_GYM_UNSANDBOXED=1."""
+        if self.sandbox is None:
+            return not unsandboxed_requested()
+        return self.sandbox
 
     @property
     def forks_workers(self) -> bool:

@@ -1,9 +1,12 @@
 """Refuse PyTorch compute inside `ModelNew.forward`, at the dispatcher.
 
 A `TorchDispatchMode` sees every aten op, whether it comes from `torch.*`, `F.*`, a tensor
-method, `@`, `torch.ops.aten`, or an `at::` call made inside a C++ extension. Only allocation,
-views/metadata and same-dtype copies are allowed; the candidate's own kernels, called through
-pybind11, never reach the dispatcher at all.
+method, `@`, `torch.ops.aten`, or an `at::` call made inside a C++ extension. Allowed (ALLOWED_OPS):
+allocation and fills (`empty`, `zeros`, `ones`, `full`, their `_like`/`new_` forms, `arange`,
+`torch.tensor`), views and metadata, copies that keep the dtype (`clone`, `.contiguous()`,
+`.to(device)`, `.cuda()`, `.cpu()`, `copy_`), and reading a scalar (`.item()`). A dtype
+conversion (`.half()`, `.to(torch.bfloat16)`, `.double()`) is compute: the kernel does it. The
+candidate's own kernels, called through pybind11, never reach the dispatcher at all.
 """
 
 from __future__ import annotations
@@ -56,6 +59,21 @@ ALLOWED_OPS = frozenset(
         "aten::clone",
         "aten::contiguous",
         "aten::copy_",
+        # .to(device), .cuda(), .cpu(), .to(memory_format=...): refused if the dtype changes.
+        "aten::_to_copy",
+        "aten::_copy_from",
+        "aten::_copy_from_and_resize",
+        # .item(), float(t), `if t:`: a scalar read back to Python.
+        "aten::_local_scalar_dense",
+        # torch.tensor(...), torch.arange(...), torch.scalar_tensor(...): new values, no inputs.
+        "aten::lift_fresh_copy",
+        "aten::scalar_tensor",
+        "aten::arange",
+        "aten::empty_permuted",
+        "aten::diagonal",
+        "aten::unfold",
+        "aten::expand_as",
+        "aten::view_as",
         "aten::resize_",
         "aten::sym_size",
         "aten::sym_stride",
@@ -85,6 +103,13 @@ VENDOR_LIBRARY_OPS = frozenset(
 )
 
 
+ALLOWED_SUMMARY = (
+    "allowed: allocation (empty, zeros, ones, full, *_like, new_*, arange, torch.tensor), views "
+    "and metadata, copies that keep the dtype (clone, contiguous, .to(device), .cuda(), .cpu(), "
+    "copy_) and .item()"
+)
+
+
 class FallbackRefused(RuntimeError):
     """Raised inside forward when it calls a PyTorch compute op."""
 
@@ -107,12 +132,12 @@ class FallbackBan(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = func._schema.name
-        if name not in self.allowed or (name == "aten::copy_" and _converts_dtype(args)):
+        if name not in self.allowed or _converts_dtype(name, args, kwargs):
             if len(self.violations) < 20:
                 self.violations.append(str(func))
             raise FallbackRefused(
                 f"PyTorch op {func} called inside ModelNew.forward: compute must be done by "
-                "your own kernels (only allocation, views and copies are allowed)"
+                f"your own kernels ({ALLOWED_SUMMARY})"
             )
         return func(*args, **kwargs)
 
@@ -152,6 +177,14 @@ class NoBan:
         return None
 
 
-def _converts_dtype(args) -> bool:
-    dst, src = args[0], args[1]
-    return isinstance(src, torch.Tensor) and src.dtype != dst.dtype
+def _converts_dtype(name: str, args, kwargs: dict) -> bool:
+    """A copy whose result has another dtype than its source: a conversion, which is compute."""
+    if name in ("aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize"):
+        dst, src = (args[0], args[1]) if name == "aten::copy_" else (args[1], args[0])
+        return isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor) and (
+            src.dtype != dst.dtype
+        )
+    if name == "aten::_to_copy":
+        dtype = kwargs.get("dtype")
+        return dtype is not None and dtype != args[0].dtype
+    return False

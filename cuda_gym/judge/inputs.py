@@ -1,5 +1,20 @@
 """Input sets for correctness trials: the task's own inputs, re-drawn from several distributions.
 
+Every trial starts from a fresh draw of the task's own `get_inputs()` under a secret seed; those
+inputs are always valid. A trial's distribution may then transform some floating-point tensors:
+
+- `uniform`: each nonzero value redrawn uniformly in [min, max] of the draw (zeros stay).
+- `heavy_tailed`: each value times a random power of two, most near 1, rare ones far off.
+- `wide_range`: each value times 10^-k (1 + 9 f) / 10, magnitudes spread over six decades.
+
+Multipliers are positive, so signs and zeros stay. In a tensor's default domain ("observed")
+they are at most 1, so every value stays within the range of the task's own draw; a task that
+declares a tensor's domain "real" (judge/contract.py) gets multipliers above 1 as well (values up
+to 100x the draw's). Which tensor a transform may touch is decided once per task by the probe
+(judge/contract.py): only where the result keeps every invariant the task's own draws show.
+A trial's distribution is written `name` (every floating-point tensor) or `name@MASK`, MASK one
+character per input, `1` transformed, `r` transformed in the real domain, `0` left as drawn.
+
 Both judge processes call `make_inputs` with the same seed and distribution and get bitwise the
 same tensors (created on the device, from the device RNG). The transforms therefore use only
 correctly rounded arithmetic (+, -, *, rounding, table look-up), never exp or pow: a CPU process's
@@ -13,8 +28,10 @@ import hashlib
 
 import torch
 
-# Trial k uses DISTRIBUTIONS[k % len]. Transforms keep each tensor's sign and support.
+# Trial k uses DISTRIBUTIONS[k % len].
 DISTRIBUTIONS = ("as_is", "uniform", "heavy_tailed", "wide_range", "as_is")
+# Mask characters: left as drawn, transformed within the draw's range, transformed (real domain).
+KEEP, OBSERVED, REAL = "0", "1", "r"
 
 
 # Elements transformed at a time. Done whole, a transform's temporaries (float32 draws, the
@@ -24,33 +41,49 @@ DISTRIBUTIONS = ("as_is", "uniform", "heavy_tailed", "wide_range", "as_is")
 CHUNK = 1 << 26
 
 
-def _transform(x: torch.Tensor, distribution: str, gen: torch.Generator) -> torch.Tensor:
-    if not x.is_floating_point() or x.numel() < 2 or distribution == "as_is":
+def _transform(
+    x: torch.Tensor, distribution: str, gen: torch.Generator, domain: str = OBSERVED
+) -> torch.Tensor:
+    if not x.is_floating_point() or x.numel() < 2 or distribution == "as_is" or domain == KEEP:
         return x
+    real = domain == REAL
     if distribution == "uniform":
         lo, hi = x.min(), x.max()
 
         def piece(part: torch.Tensor) -> torch.Tensor:
             u = torch.rand(part.shape, generator=gen, device=part.device, dtype=part.dtype)
-            return lo + u * (hi - lo)
+            # min() keeps lo + u (hi - lo) <= hi where the product rounds up.
+            return torch.where(part == 0, part, torch.minimum(lo + u * (hi - lo), hi))
 
     elif distribution == "heavy_tailed":
         # Nearly log-normal multipliers, 2^t with t ~ N(0, (0.75/ln 2)^2): same signs, rare values
-        # far out in the tails. 2^t = 2^k * 2^f with k = round(t), and 2^f ~ 1 + f ln 2.
+        # far out in the tails. 2^t = 2^k * 2^f with k = round(t), and 2^f ~ 1 + f ln 2. Within
+        # the observed domain t is -|t|: most values shrink a little, rare ones by 2^-8.
         def piece(part: torch.Tensor) -> torch.Tensor:
             t = torch.randn(part.shape, generator=gen, device=part.device, dtype=torch.float32)
             t = (t * (0.75 / LN2)).clamp_(-POW2_SPAN, POW2_SPAN)
+            if not real:
+                t = -t.abs()
             k = t.round()
             scale = _power_table(2.0, POW2_SPAN, part, k)
-            return part * scale * (1.0 + (t - k) * LN2).to(part.dtype)
+            m = scale * (1.0 + (t - k) * LN2).to(part.dtype)
+            if not real:  # 2^f <= 1 for f <= 0, but 1 + f ln 2 can pass 1 where k rounded down
+                m = m.clamp_(max=1.0)
+            return part * m
 
     elif distribution == "wide_range":
-        # Magnitudes spread over six decades: 10^k * (1 + 9 f), k = -3..2 and f uniform in [0, 1).
+        # Magnitudes spread over six decades: 10^k * (1 + 9 f), k = -3..2 (real domain) or
+        # k = -6..-1 (observed domain: every multiplier at most 1), f uniform in [0, 1).
+        top = 2 if real else -1
+
         def piece(part: torch.Tensor) -> torch.Tensor:
             e = torch.rand(part.shape, generator=gen, device=part.device, dtype=torch.float32)
-            e = e * 6.0 - 3.0
-            k = e.floor().clamp_(-3, 2)
-            return part * _power_table(10.0, 3, part, k) * (1.0 + (e - k) * 9.0).to(part.dtype)
+            e = e * 6.0 + (top - 5.0)
+            k = e.floor().clamp_(top - 5, top)
+            m = _power_table(10.0, 6, part, k) * (1.0 + (e - k) * 9.0).to(part.dtype)
+            if not real:  # a multiplier of at most 1 keeps |value| within the draw's
+                m = m.clamp_(max=1.0)
+            return part * m
 
     else:
         raise ValueError(f"unknown distribution {distribution!r}")
@@ -73,6 +106,37 @@ def _power_table(base: float, span: int, x: torch.Tensor, k: torch.Tensor) -> to
     return table[(k + span).long()]
 
 
+def parse_distribution(spec: str) -> tuple[str, str | None]:
+    """`name` or `name@MASK` -> (name, MASK or None); refuses unknown names and mask characters."""
+    name, _, mask = spec.partition("@")
+    if name not in DISTRIBUTIONS:
+        raise ValueError(f"unknown distribution {name!r}")
+    if mask and set(mask) - {KEEP, OBSERVED, REAL}:
+        raise ValueError(f"distribution mask {mask!r} may hold only 0, 1 and r")
+    return name, (mask if "@" in spec else None)
+
+
+def draw_inputs(task, seed: int, device: str) -> list:
+    """The task's own `get_inputs()` under `seed`, created on `device`."""
+    torch.manual_seed(seed)
+    with torch.device(device):
+        inputs = task.get_inputs()
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def transform_inputs(inputs: list, seed: int, distribution: str) -> list:
+    """Apply `distribution` (a name, or `name@MASK`) to a draw made under `seed`."""
+    name, mask = parse_distribution(distribution)
+    device = next((x.device for x in inputs if isinstance(x, torch.Tensor)), torch.device("cpu"))
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed ^ 0x5EED)
+    out = []
+    for i, x in enumerate(inputs):
+        domain = OBSERVED if mask is None else (mask[i] if i < len(mask) else KEEP)
+        out.append(_transform(x, name, gen, domain) if isinstance(x, torch.Tensor) else x)
+    return out
+
+
 def make_inputs(task, seed: int, device: str, distribution: str = "as_is") -> list:
     """Call the task's `get_inputs()` under `seed` on `device`, then apply `distribution`.
 
@@ -80,15 +144,10 @@ def make_inputs(task, seed: int, device: str, distribution: str = "as_is") -> li
         task: The imported task module.
         seed: Trial seed.
         device: "cuda" or "cpu"; tensors are created there directly.
-        distribution: One of DISTRIBUTIONS.
+        distribution: One of DISTRIBUTIONS, or `name@MASK` (which inputs it may transform).
     """
-    torch.manual_seed(seed)
-    with torch.device(device):
-        inputs = task.get_inputs()
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
-    gen = torch.Generator(device=device)
-    gen.manual_seed(seed ^ 0x5EED)
-    return [_transform(x, distribution, gen) if isinstance(x, torch.Tensor) else x for x in inputs]
+    parse_distribution(distribution)  # refuse a bad name before drawing anything
+    return transform_inputs(draw_inputs(task, seed, device), seed, distribution)
 
 
 def forward_seed(seed: int) -> int:

@@ -1,17 +1,22 @@
 """The judge: build, check correctness, time against baselines, and return a Verdict.
 
-The candidate and the reference run in separate child processes. The candidate runs first and
-receives only inputs and weights; the reference process, which never loads candidate code,
-then computes the expected outputs on the same inputs and compares (on the device).
+Static checks and the build run first (cuda_gym.judge.static_checks, build). Then one trusted
+worker, the candidate driver (cuda_gym.judge.driver), decides everything the reward depends on:
+it computes the reference's outputs, hands each call's fresh inputs to the solution's untrusted
+runner (cuda_gym.judge.runner, a process of its own that imports nothing of the judge),
+compares, and times the candidate and the baselines from outside that process. Requests and
+results cross process boundaries as the dataclasses of cuda_gym.judge.protocol.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import secrets
 import shutil
+import stat
 import sys
 import tempfile
 import threading
@@ -22,18 +27,21 @@ from cuda_gym.errors import WorkerError, is_out_of_memory
 from cuda_gym.judge.baselines import JsonCache, baseline_key, has_baselines, probe_key
 from cuda_gym.judge.build import build_kernels
 from cuda_gym.judge.config import MIN_OWN_KERNEL_SHARE, JudgeConfig
+from cuda_gym.judge.contract import trial_distribution
 from cuda_gym.judge.device import device_info
 from cuda_gym.judge.inputs import DISTRIBUTIONS
+from cuda_gym.judge.protocol import CandidateResult, KernelSummary, TimingStats, decode
 from cuda_gym.judge.roofline import SOL_SLACK
 from cuda_gym.judge.static_checks import (
     check_native_sources,
     check_solution_source,
     string_constants,
 )
-from cuda_gym.judge.transfer import remove_stale, shared_arena_pool
+from cuda_gym.judge.transfer import remove_stale
 from cuda_gym.judge.verdict import BuildResult, Verdict, compute_reward
 from cuda_gym.runtime import python_child_env, run_process
 from cuda_gym.runtime.process import Pause
+from cuda_gym.runtime.sandbox import GiB, check_support
 from cuda_gym.runtime.slots import current_gpu
 from cuda_gym.runtime.zygote import shared_launcher
 from cuda_gym.tasks import Task
@@ -45,7 +53,14 @@ KERNELS_DIR = "kernels"
 
 
 WORKER_PRELOAD = "cuda_gym.judge.worker:preload"
+# Every worker role (build, probe, candidate = the trusted driver) runs trusted code; candidate
+# code runs only in the driver's runners, each in the OS sandbox (judge/untrusted.py). The build
+# does not import the extension it built, so no static initialiser of the candidate's runs there.
+# A worker's files are read only when they are regular files of at most this size.
+MAX_RESULT_BYTES = 64 << 20
 PROBE_TIMEOUT_S = 120.0
+# A profiled kernel time this many times the measured time is flagged (the profile is untrusted).
+PROFILE_MISMATCH_FACTOR = 1.5
 _PROBE_LOCKS: dict[str, threading.Lock] = {}
 _PROBE_LOCKS_GUARD = threading.Lock()
 
@@ -136,17 +151,15 @@ class Judge:
                 verdict.flags["reference_as_candidate"] = True
             else:
                 snap = _snapshot(solution_dir, tmp_path / "solution")
-            with shared_arena_pool().lease() as arena:
-                self._judge(
-                    task,
-                    snap,
-                    tmp_path,
-                    verdict,
-                    timing=timing,
-                    profile=profile,
-                    reference_as_candidate=reference_as_candidate,
-                    arena=arena,
-                )
+            self._judge(
+                task,
+                snap,
+                tmp_path,
+                verdict,
+                timing=timing,
+                profile=profile,
+                reference_as_candidate=reference_as_candidate,
+            )
         if verdict.violations:
             verdict.correct = False
         verdict.reward = compute_reward(
@@ -157,6 +170,9 @@ class Judge:
             cfg.reward_margin,
         )
         verdict.verdict = "accept" if verdict.correct else "reject"
+        if not cfg.sandboxed:
+            verdict.flags["unsandboxed"] = True
+            _warn_unsandboxed()
         verdict.duration_s = time.monotonic() - start
         return verdict
 
@@ -183,7 +199,7 @@ class Judge:
             with tempfile.TemporaryDirectory(
                 prefix=_scratch_prefix("probe"), dir=_scratch_dir()
             ) as tmp:
-                request = {"device": self.config.device, "seed": 12345, "init_seed": 54321}
+                request = {"seed": 12345, "init_seed": 54321}
                 # The probe is the reference's cost, not the candidate's: never less than
                 # the default limit, however short the candidate's limit is set.
                 timeout_s = max(self.config.run_timeout_s, PROBE_TIMEOUT_S)
@@ -212,37 +228,129 @@ class Judge:
         timing: bool,
         profile: bool,
         reference_as_candidate: bool = False,
-        arena: Path | None = None,
     ) -> None:
+        """Static checks, build, probe, then the trusted driver; fills `verdict`."""
         cfg = self.config
-        checks = verdict.checks
+        prepared = self._static_and_build(snap, verdict, reference_as_candidate)
+        if prepared is None:
+            return
+        source, build = prepared
+        probe, distributions = self._probe_for(task, verdict)
+        seeds = [secrets.randbits(62) for _ in range(cfg.correctness_trials)]
+        key = baseline_key(task.content_hash, self.info, cfg)
+        cached = self._baselines.get(key) if timing else None
+        wanted = [b for b in cfg.baselines if timing and not (cached and b in cached)]
+        runner_timeout_s = cfg.run_timeout_s + (
+            cfg.build_timeout_s if "load_inline" in source else 0
+        )
+        baseline_timeout_s = cfg.run_timeout_s + (
+            cfg.compile_baseline_timeout_s if "compile" in wanted else 0
+        )
+        request = {
+            "solution_dir": str(snap),
+            "module_dir": build.module_dir,
+            "seeds": seeds,
+            "init_seed": secrets.randbits(62),
+            "distributions": distributions,
+            "tolerance_mode": cfg.tolerance_mode,
+            "fp64_ok": bool(probe["fp64_ok"]),
+            "strict_units": probe.get("strict_units"),
+            "allow_vendor_libraries": cfg.allow_vendor_libraries
+            or bool(task.judge_options.get("allow_vendor_libraries")),
+            "timing": timing,
+            "profile": profile,
+            "reference_as_candidate": reference_as_candidate,
+            "warmup_runs": cfg.warmup_runs,
+            "timed_runs": cfg.timed_runs,
+            "baselines": wanted,
+            "runner_timeout_s": runner_timeout_s,
+            "baseline_timeout_s": baseline_timeout_s,
+            "sandbox": cfg.sandboxed,
+            "sandbox_data_bytes": _sandbox_data_bytes(cfg),
+        }
+        if cfg.sandboxed:
+            check_support(cfg.device)  # a refused mechanism is a clear error, before any work
+        # The driver's own work (reference passes, comparisons, the runners' start) gets the
+        # run limit once more on top of what its runners may use.
+        timeout_s = runner_timeout_s + cfg.run_timeout_s + len(wanted) * baseline_timeout_s
+        verdict.stage = "load"
+        run = self._run_worker("candidate", tmp, request, timeout_s, task=task)
+        if not run["ok"] and run.get("timed_out"):
+            # The driver holds the candidate's runner to its own limits: the driver itself
+            # running out of time means an overloaded machine, not a verdict. Once more, with
+            # twice the time.
+            logger.warning("the driver of %s timed out; retrying once", task.task_id)
+            verdict.flags["driver_retried"] = run["error"][:300]
+            run = self._run_worker("candidate", tmp, request, 2 * timeout_s, task=task)
+        if self._ran_out_of_memory(run):
+            # Other judgements may have held the device's memory: once more, alone on it.
+            verdict.flags["retried_alone_after_oom"] = ["candidate"]
+            request["gate_alone"] = True
+            run = self._run_worker("candidate", tmp, request, timeout_s, task=task)
+        verdict.stage_times_s["candidate"] = run["duration_s"]
+        _add_worker_stages(verdict, "candidate", run.get("result") or {})
+        if not run["ok"]:
+            raise WorkerError(f"judging on task {task.task_id!r} failed: {run['error']}")
+        result = decode(CandidateResult, run["result"])
+        self._apply(verdict, result, reference_as_candidate, len(seeds))
+        if result.baselines:
+            baselines = dict(cached or {})
+            baselines.update(
+                {
+                    name: dataclasses.asdict(b.timing)
+                    for name, b in result.baselines.items()
+                    if b.timing is not None
+                }
+            )
+            for name, b in result.baselines.items():
+                if b.error is not None:
+                    baselines[name] = {"error": b.error}
+            if has_baselines(baselines, cfg.baselines):
+                self._baselines.put(key, baselines)
+        else:
+            baselines = dict(cached or {})
+        if timing and verdict.correct and result.timing is not None:
+            self._set_speedups(verdict, result.timing, baselines)
+            apply_speed_of_light(verdict, probe.get("roofline"))
+
+    def _static_and_build(
+        self, snap: Path, verdict: Verdict, reference_as_candidate: bool
+    ) -> tuple[str, BuildResult] | None:
+        """The static checks and the build: (model_new.py's source, the build), or None."""
         solution = snap / SOLUTION_FILE
         verdict.stage = "static"
         if not solution.is_file():
             verdict.error = f"{SOLUTION_FILE} is missing: write a class ModelNew in it."
-            return
+            return None
         source = solution.read_text(errors="replace")
         try:
             compile(source, SOLUTION_FILE, "exec")
         except SyntaxError as exc:
             verdict.error = f"{SOLUTION_FILE} has a syntax error: {exc.msg} (line {exc.lineno})"
-            return
+            return None
         # The reference judged as its own candidate is not checked: it is not agent code.
-        found = [] if reference_as_candidate else static_violations(source, snap / KERNELS_DIR)
-        checks["static"] = None if reference_as_candidate else not found
+        found = (
+            []
+            if reference_as_candidate
+            else static_violations(source, snap / KERNELS_DIR, self.config.code_rules)
+        )
+        verdict.checks["static"] = None if reference_as_candidate else not found
         if found:
             verdict.violations += found
             verdict.error = "Static checks failed:\n" + "\n".join(found)
-            return
-
+            return None
         verdict.stage = "build"
-        build = build_kernels(snap / KERNELS_DIR, cfg, self.info.arch)
+        build = build_kernels(snap / KERNELS_DIR, self.config, self.info.arch)
         verdict.build = build
         verdict.stage_times_s["build"] = build.duration_s
         if not build.ok:
             verdict.error = "Build failed:\n" + build.errors
-            return
+            return None
+        return source, build
 
+    def _probe_for(self, task: Task, verdict: Verdict) -> tuple[dict, list[str]]:
+        """The task's probe (cached), its flags on the verdict, and the trials' distributions."""
+        cfg = self.config
         probe_run: dict = {}
         probe = self.probe_task(task, probe_run)
         if probe_run:  # probed for this judgement (not cached): its time and memory
@@ -255,43 +363,22 @@ class Judge:
             # dtype-dependent random draw): float32 outputs are held to kernelbench's 1e-4.
             verdict.flags["fp64_disagrees"] = True
         usable = set(probe["distributions"])
+        # Each transform touches only the inputs whose invariants it keeps (judge/contract.py).
+        masks = (probe.get("input_contract") or {}).get("masks")
         distributions = [
-            d if d in usable else "as_is"
+            trial_distribution(d, masks) if d in usable else "as_is"
             for d in (DISTRIBUTIONS[k % len(DISTRIBUTIONS)] for k in range(cfg.correctness_trials))
         ]
-        seeds = [secrets.randbits(62) for _ in range(cfg.correctness_trials)]
-        init_seed = secrets.randbits(62)
+        return probe, distributions
 
-        # 1. The candidate first, in its own process: it never sees reference outputs.
-        verdict.stage = "load"
-        cand_request = {
-            "solution_dir": str(snap),
-            "module_dir": build.module_dir,
-            "device": cfg.device,
-            "seeds": seeds,
-            "init_seed": init_seed,
-            "distributions": distributions,
-            "allow_vendor_libraries": cfg.allow_vendor_libraries
-            or bool(task.judge_options.get("allow_vendor_libraries")),
-            "timing": timing,
-            "profile": profile,
-            "lift_torch_op_ban_for_reference": reference_as_candidate,
-            "warmup_runs": cfg.warmup_runs,
-            "timed_runs": cfg.timed_runs,
-            "arena_path": str(arena) if arena else None,
-        }
-        cand_timeout_s = cfg.run_timeout_s + (cfg.build_timeout_s if "load_inline" in source else 0)
-        cand = self._run_worker("candidate", tmp, cand_request, cand_timeout_s, task=task)
-        if self._ran_out_of_memory(cand):
-            # Other judgements may have held the device's memory: once more, alone on it.
-            verdict.flags["retried_alone_after_oom"] = ["candidate"]
-            cand_request["gate_alone"] = True
-            cand = self._run_worker("candidate", tmp, cand_request, cand_timeout_s, task=task)
-        verdict.stage = cand.get("stage", "load")
-        verdict.stage_times_s["candidate"] = cand["duration_s"]
-        cand_result = cand.get("result") or {}
-        _add_worker_stages(verdict, "candidate", cand_result)
-        verdict.violations += cand_result.get("violations", [])
+    @staticmethod
+    def _apply(
+        verdict: Verdict, result: CandidateResult, reference_as_candidate: bool, trials: int
+    ) -> None:
+        """Fill the verdict from what the trusted driver decided."""
+        checks = verdict.checks
+        verdict.stage = result.stage
+        verdict.violations += result.violations
         checks["fallback_ban"] = (
             None
             if reference_as_candidate
@@ -303,116 +390,61 @@ class Judge:
         checks["inputs_unmutated"] = not any(
             v.startswith("input_mutated") for v in verdict.violations
         )
-        if not cand["ok"]:
-            build_failed = bool(cand_result.get("build_failed"))
-            verdict.compiled = not build_failed
-            if build_failed:
+        if result.numerics:
+            verdict.flags["numerics"] = result.numerics
+        if result.candidate_error is not None:
+            verdict.compiled = not result.build_failed
+            if result.build_failed:
                 verdict.stage = "build"
-            verdict.error = cand["error"]
+            verdict.error = result.candidate_error
             return
         verdict.compiled = True
-        if verdict.violations:
+        cmp = result.comparison
+        if cmp is None:  # the driver stopped before comparing: only violations can say why
             verdict.error = "Rule violations:\n" + "\n".join(verdict.violations)
             return
-
-        # 2. The reference, in a fresh process: expected outputs (fp32 and, in strict mode,
-        # fp64), the comparisons (on the device), and the baselines when not cached.
-        key = baseline_key(task.content_hash, self.info, cfg)
-        cached = self._baselines.get(key) if timing else None
-        wanted = [b for b in cfg.baselines if timing and not (cached and b in cached)]
-        ref_request = {
-            "device": cfg.device,
-            "seeds": seeds,
-            "init_seed": init_seed,
-            "distributions": distributions,
-            "candidate_outputs_path": str(cand["outputs_path"]),
-            "arena_path": str(arena) if arena else None,
-            "mode": cfg.tolerance_mode,
-            "fp64_ok": probe["fp64_ok"],
-            "baselines": wanted,
-            "warmup_runs": cfg.warmup_runs,
-            "timed_runs": cfg.timed_runs,
-        }
-        ref_timeout_s = cfg.run_timeout_s + (
-            cfg.compile_baseline_timeout_s if "compile" in wanted else 0
-        )
-        ref = self._run_worker("reference", tmp, ref_request, ref_timeout_s, task=task)
-        if not ref["ok"] and ref.get("timed_out"):
-            # The reference is trusted code: running out of time means an overloaded machine,
-            # not a verdict. Once more, with twice the time (the candidate's outputs are kept).
-            logger.warning("the reference of %s timed out; retrying once", task.task_id)
-            verdict.flags["reference_retried"] = ref["error"][:300]
-            ref = self._run_worker("reference", tmp, ref_request, 2 * ref_timeout_s, task=task)
-        if self._ran_out_of_memory(ref):
-            verdict.flags.setdefault("retried_alone_after_oom", []).append("reference")
-            ref_request["gate_alone"] = True
-            ref = self._run_worker("reference", tmp, ref_request, ref_timeout_s, task=task)
-        verdict.stage_times_s["reference"] = ref["duration_s"]
-        _add_worker_stages(verdict, "reference", ref.get("result") or {})
-        if not ref["ok"]:
-            raise WorkerError(f"the reference for task {task.task_id!r} failed: {ref['error']}")
-        result = ref["result"]
-        baselines = dict(cached or {})
-        if wanted:
-            baselines.update(result.get("baselines", {}))
-            if has_baselines(baselines, cfg.baselines):
-                self._baselines.put(key, baselines)
-
-        verdict.stage = "compare"
-        cmp = result["comparison"]
-        verdict.trials = len(seeds)
-        verdict.correct = bool(cmp["correct"])
-        checks["correct"] = verdict.correct
-        verdict.max_abs_error = cmp["max_abs_error"]
-        verdict.max_rel_error = cmp["max_rel_error"]
-        verdict.details = list(cmp["details"])
-        determinism = result["determinism"]
-        checks["deterministic"] = determinism["within_tolerance"]
-        if not determinism["within_tolerance"] and not verdict.correct:
-            # Already wrong: report it as incorrect, and keep the run-to-run difference as a note.
+        verdict.trials = trials
+        verdict.correct = cmp.correct
+        checks["correct"] = cmp.correct
+        verdict.max_abs_error = cmp.max_abs_error
+        verdict.max_rel_error = cmp.max_rel_error
+        verdict.details = list(cmp.details)
+        checks["deterministic"] = result.deterministic
+        if not result.deterministic and not verdict.correct:
             verdict.flags["nondeterministic"] = True
-        elif not determinism["within_tolerance"]:
+        elif not result.deterministic:
             verdict.violations.append(
                 "nondeterministic: two runs on the same input differ beyond the tolerance "
                 "(a race or a read of uninitialised memory)"
             )
-        elif not determinism["bitwise"]:
+        elif not result.bitwise_deterministic:
             verdict.flags["bitwise_nondeterministic"] = True
-        recheck = result.get("timing_recheck")
-        checks["timing_recheck"] = None if recheck is None else bool(recheck["correct"])
-        if recheck is not None and not recheck["correct"]:
+        recheck = result.timing_recheck
+        checks["timing_recheck"] = None if recheck is None else recheck.correct
+        if recheck is not None and not recheck.correct:
             verdict.violations.append(
                 "timing_recheck: outputs produced inside the timing loop are wrong"
             )
-        missing = cand_result.get("weights_not_copied") or []
-        if missing:
+        if result.weights_not_copied:
             verdict.details.append(
                 "reference weights with no same-named, same-shaped ModelNew parameter: "
-                + ", ".join(missing[:8])
+                + ", ".join(result.weights_not_copied[:8])
             )
+        verdict.profile_table = result.profile_table
+        if result.kernels is not None:
+            verdict.flags["kernels"] = dataclasses.asdict(result.kernels)
+            verdict.flags["profile_kernel_ms_per_call"] = result.kernels.kernel_ms_per_call
+        if result.gpu_state:
+            verdict.flags["gpu_state"] = result.gpu_state
+        # The reference judged as the candidate runs PyTorch kernels by design.
+        own_kernels = None if reference_as_candidate else result.kernels
+        _check_timing_integrity(verdict, result.timing, own_kernels)
         if not verdict.correct:
             verdict.error = "Incorrect output: " + "; ".join(verdict.details[:3])
         elif verdict.violations:
             verdict.error = "Rule violations:\n" + "\n".join(verdict.violations)
-        verdict.profile_table = cand_result.get("profile_table")
-        verdict.stage = "done"
-        kernels = cand_result.get("kernels")
-        if kernels:
-            verdict.flags["kernels"] = kernels
-            verdict.flags["profile_kernel_ms_per_call"] = kernels["kernel_ms_per_call"]
-        # The reference judged as the candidate runs PyTorch kernels by design.
-        own_kernels = None if reference_as_candidate else kernels
-        _check_timing_integrity(verdict, cand_result.get("timing") or {}, own_kernels)
-        if cand_result.get("gpu_state"):
-            verdict.flags["gpu_state"] = cand_result["gpu_state"]
-        if cand_result.get("numerics"):
-            verdict.flags["numerics"] = cand_result["numerics"]
-        transfer = _outputs_transfer(cand_result.get("outputs_transfer"))
-        if transfer:
-            verdict.flags["outputs_transfer"] = transfer
-        if timing:
-            self._set_speedups(verdict, cand_result.get("timing") or {}, baselines)
-            apply_speed_of_light(verdict, probe.get("roofline"))
+        else:
+            verdict.stage = "done"
 
     def _ran_out_of_memory(self, run: dict) -> bool:
         """Whether a failed worker run ran out of device (or host) memory.
@@ -424,18 +456,17 @@ class Judge:
         )
 
     @staticmethod
-    def _set_speedups(verdict: Verdict, timing: dict, baselines: dict) -> None:
-        cand_ms = timing.get("median_ms")
+    def _set_speedups(verdict: Verdict, timing: TimingStats, baselines: dict) -> None:
+        cand_ms = timing.median_ms
         verdict.time_ms = {
             "candidate": cand_ms,
             "eager": baselines.get("eager", {}).get("median_ms"),
             "compile": baselines.get("compile", {}).get("median_ms"),
         }
-        if timing:
-            verdict.flags["candidate_host_median_ms"] = timing.get("host_median_ms")
-            # The timer's full statistics: spread, warm-up calls, SM clock after the timed calls.
-            verdict.flags["candidate_timing"] = timing
-        if not cand_ms or cand_ms <= 0:
+        verdict.flags["candidate_host_median_ms"] = timing.host_median_ms
+        # The driver's full statistics: spread, round trip, warm-up calls, re-checked calls.
+        verdict.flags["candidate_timing"] = dataclasses.asdict(timing)
+        if cand_ms <= 0:
             return
         if verdict.time_ms["eager"]:
             verdict.speedup_vs_eager = verdict.time_ms["eager"] / cand_ms
@@ -445,7 +476,7 @@ class Judge:
     def _run_worker(
         self, role: str, tmp: Path, request: dict, timeout_s: float, task: Task | None = None
     ) -> dict:
-        """Run a worker child; return {"ok", "error", "stage", "result", "outputs_path"}.
+        """Run a worker child; return {"ok", "error", "stage", "result", "duration_s"}.
 
         Each run gets a fresh directory with a random name, created just before the child
         starts, holding its own copy of the task: a candidate that ran earlier cannot have
@@ -454,17 +485,18 @@ class Judge:
         work = tmp / f"{role}-{secrets.token_hex(8)}"
         work.mkdir()
         result_path = work / "result.json"
-        outputs_path = work / "outputs.pt"
-        request = dict(
-            request,
-            result_path=str(result_path),
-            outputs_path=str(outputs_path),
-            device_gate=self.config.device_gate,
-        )
+        task_path = work / "reference_task.py"
         if task is not None:
-            task_path = work / "reference_task.py"
             task_path.write_text(task.source)
-            request["task_path"] = str(task_path)
+        header = {
+            "result_path": str(result_path),
+            "task_path": str(task_path),
+            "device": self.config.device,
+            "device_gate": self.config.device_gate,
+            "gate_alone": bool(request.get("gate_alone")),
+        }
+        request = {k: v for k, v in request.items() if k != "gate_alone"}
+        request["header"] = header
         base_env = python_child_env()
         # torch.compile's cache (reference baselines) lives with ours, not in TMPDIR.
         base_env.setdefault(
@@ -500,20 +532,29 @@ class Judge:
                     + (proc.stderr or proc.stdout).strip()[-1500:]
                 )
                 proc = run_process(
-                    slow, timeout_s=timeout_s, cwd=work, env=env, stdin_data=stdin_data, pause=pause
+                    slow,
+                    timeout_s=timeout_s,
+                    cwd=work,
+                    env=env,
+                    stdin_data=stdin_data,
+                    pause=pause,
                 )
         else:
             proc = run_process(
-                slow, timeout_s=timeout_s, cwd=work, env=env, stdin_data=stdin_data, pause=pause
+                slow,
+                timeout_s=timeout_s,
+                cwd=work,
+                env=env,
+                stdin_data=stdin_data,
+                pause=pause,
             )
         stage = _read_stage(stage_file) or "start"
-        result = json.loads(result_path.read_text()) if result_path.exists() else None
+        result = _read_result(result_path)
         if result is not None and result.get("ok") and proc.ok:
             return {
                 "ok": True,
                 "stage": stage,
                 "result": result,
-                "outputs_path": outputs_path,
                 "duration_s": proc.duration_s,
             }
         if result is not None and not result.get("ok"):
@@ -533,12 +574,60 @@ class Judge:
         }
 
 
-def _read_stage(path: Path) -> str | None:
-    """The stage a worker last reported, or None (not started, or unreadable)."""
+_UNSANDBOXED_WARNED = threading.Event()
+
+
+def _warn_unsandboxed() -> None:
+    if not _UNSANDBOXED_WARNED.is_set():
+        _UNSANDBOXED_WARNED.set()
+        logger.warning(
+            "judging WITHOUT the OS sandbox (JudgeConfig.sandbox=False or "
+            "CUDA_GYM_UNSANDBOXED=1): candidate code can reach this machine's files and "
+            "processes; for development only (every verdict has flags['unsandboxed'])"
+        )
+
+
+def _sandbox_data_bytes(config: JudgeConfig) -> int:
+    """A sandboxed runner's RLIMIT_DATA: sandbox_memory_gib, else the machine's memory."""
+    if config.sandbox_memory_gib:
+        return int(config.sandbox_memory_gib * GiB)
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _read_regular(path: Path, max_bytes: int) -> str | None:
+    """The text of `path` if it is a regular file of at most `max_bytes`, else None.
+
+    Never follows a symlink and never blocks on a FIFO: a worker that ran candidate code
+    may have left either.
+    """
     try:
-        return path.read_text()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+            return None
+        return os.read(fd, max_bytes + 1).decode(errors="replace")
+    finally:
+        os.close(fd)
+
+
+def _read_stage(path: Path) -> str | None:
+    """The stage a worker last reported, or None (not started, or unreadable)."""
+    return _read_regular(path, 256)
+
+
+def _read_result(path: Path) -> dict | None:
+    """A worker's result.json, or None (missing, not a regular file, malformed)."""
+    text = _read_regular(path, MAX_RESULT_BYTES)
+    if text is None:
+        return None
+    try:
+        result = json.loads(text)
+    except ValueError:
+        return None
+    return result if isinstance(result, dict) else None
 
 
 def _add_worker_stages(verdict: Verdict, role: str, result: dict) -> None:
@@ -557,47 +646,42 @@ def _device_peak(report) -> dict | None:
     return _whole_numbers(report, ("allocated", "reserved"))
 
 
-def _check_timing_integrity(verdict: Verdict, timing: dict, kernels: dict | None) -> None:
-    """Rule violations read from the timing and the profile of a correct candidate.
+def _check_timing_integrity(
+    verdict: Verdict, timing: TimingStats | None, kernels: KernelSummary | None
+) -> None:
+    """Flags and violations read from the timing and the (untrusted) profile.
 
-    - persisting_l2: the candidate raised the persisting-L2 set-aside the timer had set to 0.
+    - side_work (flag): the driver's L2 flush before calls ran slower than alone: other work
+      was on the GPU then.
     - foreign_kernels: kernels from PyTorch (or a vendor library the task does not allow)
-      account for most of the profiled GPU time: the candidate's own kernels must.
-    Work on a side stream is not a violation; the timer counts it (flag "side_work").
+      account for most of the profiled GPU time: the candidate's own kernels must. The profile
+      comes from the candidate's process: it can only reject.
+    - profile_mismatch (flag): the profiled kernel time is far from the measured time.
     """
     checks = verdict.checks
-    if timing.get("side_work"):
+    if timing is not None and timing.side_work:
         verdict.flags["side_work"] = {
-            "event_ms": timing.get("event_median_ms"),
-            "host_ms": timing.get("host_median_ms"),
+            "flush_ms": timing.flush_ms,
+            "flush_excess_ms": timing.flush_excess_ms,
         }
-    limit = timing.get("persisting_l2_limit_after")
-    if "persisting_l2_limit_after" in timing:
-        checks["persisting_l2_off"] = not limit
-    if limit:
-        verdict.violations.append(
-            f"persisting_l2: the candidate set a persisting-L2 set-aside of {limit} bytes"
-        )
-    if kernels and kernels.get("own_share") is not None:
-        checks["own_kernels"] = kernels["own_share"] >= MIN_OWN_KERNEL_SHARE
+    if kernels is not None and timing is not None and timing.median_ms > 0:
+        ratio = kernels.kernel_ms_per_call / timing.median_ms
+        if ratio > PROFILE_MISMATCH_FACTOR:
+            verdict.flags["profile_mismatch"] = {
+                "profile_kernel_ms": kernels.kernel_ms_per_call,
+                "measured_ms": timing.median_ms,
+            }
+    if kernels is not None and kernels.own_share is not None:
+        checks["own_kernels"] = kernels.own_share >= MIN_OWN_KERNEL_SHARE
         if not checks["own_kernels"]:
-            share = 100 * kernels["own_share"]
+            share = 100 * kernels.own_share
             verdict.violations.append(
                 f"foreign_kernels: the candidate's own kernels took {share:.0f}%"
                 f" of the GPU time (at least {100 * MIN_OWN_KERNEL_SHARE:.0f}% required); "
-                "top foreign kernels: " + "; ".join(kernels.get("foreign", [])[:3])
+                "top foreign kernels: " + "; ".join(kernels.foreign[:3])
             )
     if verdict.violations and verdict.correct:
         verdict.error = "Rule violations:\n" + "\n".join(verdict.violations)
-
-
-def _outputs_transfer(report) -> dict | None:
-    """How the candidate's outputs reached the reference, for diagnosis.
-
-    Bytes through the arena, through host copies, and through registered pages; None unless all
-    three are whole numbers (the candidate's process wrote them).
-    """
-    return _whole_numbers(report, ("arena_bytes", "host_bytes", "pinned_bytes"))
 
 
 def _whole_numbers(report, keys: tuple[str, ...]) -> dict | None:
@@ -628,9 +712,14 @@ def apply_speed_of_light(verdict: Verdict, roofline: dict | None) -> None:
         verdict.speedup_vs_compile = None
 
 
-def static_violations(source: str, kernels_dir: Path | None = None) -> list[str]:
-    """Static findings on model_new.py and the C++/CUDA sources, as "static:<rule>: ..." strings."""
-    found = check_solution_source(source)
+def static_violations(
+    source: str, kernels_dir: Path | None = None, rules: str = "env"
+) -> list[str]:
+    """Static findings on model_new.py and the C++/CUDA sources, as "static:<rule>: ..." strings.
+
+    rules: the Python rule set, "env" or "external" (static_checks.RULE_SETS).
+    """
+    found = check_solution_source(source, rules=rules)
     native = {f"model_new.py string {i}": s for i, s in enumerate(string_constants(source))}
     if kernels_dir is not None and kernels_dir.is_dir():
         for path in sorted(kernels_dir.rglob("*")):

@@ -1,4 +1,12 @@
-"""Reject solution sources whose code (read with the AST, never run) tries to game the judge."""
+"""Reject solution sources whose code (read with the AST, never run) tries to game the judge.
+
+Two rule sets. "env" is the environment's (the agent reads it in the workspace skill): torch,
+your kernels and a short list of harmless standard-library modules. "external" is for code
+written elsewhere (`cuda-gym judge`, the KernelBench harness): the same rules with a longer
+module list (os without process control, pathlib, tempfile, logging, json, ...), so honest code
+is not rejected for its style. Either way the checks are a courtesy that explains the rules
+early; the dispatcher ban and the runtime checks are the defence.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +18,9 @@ RULES: dict[str, str] = {
     "syntax": "model_new.py must parse as Python.",
     "try_except": "No try/except (a fallback hides a failing kernel) and no __exit__ methods.",
     "forbidden_import": "Import only torch (not torch._dynamo, _inductor, jit, fx, library, "
-    "multiprocessing, distributed, export or compiler), math, typing, __future__, numbers, "
-    "functools, dataclasses, collections, kernels_ext, cupy and triton; no relative or * imports.",
+    "multiprocessing, distributed, export or compiler), your kernels (kernels_ext, cupy, triton) "
+    "and the rule set's standard-library modules (ENV_MODULES or EXTERNAL_MODULES); no relative "
+    "or * imports.",
     "reference_access": "No `model`, `reference_task` or `reference` imports and no name `Model`.",
     "dynamic_code": "No exec, eval, compile, __import__, globals, locals, vars, breakpoint, open, "
     "input, three-argument type(), or getattr/setattr/delattr with a computed name or a module.",
@@ -32,8 +41,14 @@ RULES: dict[str, str] = {
     "no mutable default arguments.",
     "private_api": "No private torch APIs (any `torch...._name` path, e.g. torch._C or "
     "torch.utils._python_dispatch): they reach the harness's dispatcher and internals.",
+    "process_control": "No process, signal, exit or file-descriptor control through os (system, "
+    "popen, exec*, spawn*, fork, kill, _exit, dup2, ...); os.environ, os.path and directory "
+    "helpers are fine where the rule set allows os.",
     "dispatcher_bypass": "C++/CUDA sources must not touch dispatch keys or guards "
-    "(ExcludeDispatchKeyGuard, DispatchKeySet, AutoDispatchBelow..., c10::impl TLS).",
+    "(ExcludeDispatchKeyGuard, DispatchKeySet, AutoDispatchBelow..., c10::impl TLS, the "
+    "dispatch-mode stack) nor call ATen below the dispatcher (at::cpu::, at::native::).",
+    "native_include": "C++/CUDA sources may #include workspace files by relative path and "
+    "toolchain, torch and CUDA headers only (no absolute paths, no '..').",
 }
 
 # Tokens in C++/CUDA sources that switch off dispatcher modes (and with them the fallback ban).
@@ -48,11 +63,35 @@ NATIVE_FORBIDDEN_TOKENS = (
     "_force_tls_local",
     "PythonDispatcher",
     "TORCH_LIBRARY",
+    "TorchDispatchModeTLS",
+    "at::cpu::",
+    "at::native::",
+    "at::compositeexplicitautograd",
+    "at::compositeimplicitautograd",
+    "::redispatch(",
 )
 
-ALLOWED_MODULES = frozenset(
-    "torch math typing __future__ numbers functools dataclasses collections kernels_ext cupy "
-    "triton".split()
+RULE_SETS = ("env", "external")
+# Modules that cannot reach the harness, the reference or another process: pure computation
+# on Python values, plus the candidate's own kernels.
+ENV_MODULES = frozenset(
+    "torch kernels_ext cupy triton __future__ math numbers typing typing_extensions functools "
+    "dataclasses collections itertools operator enum re string abc hashlib warnings".split()
+)
+# Code written elsewhere also names build directories, reads environment variables and logs:
+# harmless in the candidate's sandbox (read-only system, a private scratch directory).
+EXTERNAL_MODULES = ENV_MODULES | frozenset(
+    "os pathlib tempfile logging json textwrap glob".split()
+)
+ALLOWED_MODULES = {"env": ENV_MODULES, "external": EXTERNAL_MODULES}
+# os functions that start, signal or end processes, or touch file descriptors and identity.
+OS_FORBIDDEN = frozenset(
+    "system popen execl execle execlp execlpe execv execve execvp execvpe spawnl spawnle spawnlp "
+    "spawnlpe spawnv spawnve spawnvp spawnvpe posix_spawn posix_spawnp fork forkpty kill killpg "
+    "abort _exit wait waitpid wait3 wait4 waitid setsid setpgid setpgrp dup dup2 pipe pipe2 "
+    "open close closerange write read fdopen openpty chdir fchdir chroot setuid setgid seteuid "
+    "setegid setreuid setregid nice sched_setaffinity register_at_fork putenv unsetenv "
+    "memfd_create eventfd pidfd_open sendfile splice".split()
 )
 FORBIDDEN_TORCH_MODULES = tuple(
     "torch._dynamo torch._inductor torch.jit torch.fx torch.library torch.multiprocessing "
@@ -127,8 +166,10 @@ _MESSAGES = {
     "and fix the kernel instead.",
     "exit": "Defining `{name}` is not allowed (a context manager can swallow exceptions); let "
     "errors propagate and fix the kernel instead.",
-    "import": "Importing `{name}` is not allowed; use only torch, math, typing, functools, "
-    "dataclasses, collections, numbers and your kernels (kernels_ext or load_inline).",
+    "import": "Importing `{name}` is not allowed; import only torch (public modules), your "
+    "kernels (kernels_ext, load_inline, cupy, triton) and {modules}.",
+    "process_control": "`{name}` controls processes, signals or file descriptors; read "
+    "os.environ and use os.path freely, but do all work in this process through your kernels.",
     "relative": "Relative imports are not allowed; import torch or kernels_ext by name.",
     "star": "`from {name} import *` is not allowed; import the names you use explicitly.",
     "reference_import": "Importing `{name}` reaches the reference; implement the computation "
@@ -204,6 +245,7 @@ class _Module:
         targets: id() of every node on the object chain of an assignment or del target.
         called: id() of every node that is the function of a call.
         allow_streams: Whether side streams, events and graphs are allowed.
+        rules: The rule set, one of RULE_SETS.
     """
 
     tree: ast.Module
@@ -213,14 +255,19 @@ class _Module:
     targets: frozenset[int]
     called: frozenset[int]
     allow_streams: bool
+    rules: str = "env"
 
 
-def check_solution_source(source: str, *, allow_streams: bool = False) -> list[StaticViolation]:
+def check_solution_source(
+    source: str, *, allow_streams: bool = False, rules: str = "env"
+) -> list[StaticViolation]:
     """Check a solution's source against every rule in RULES, without running it.
 
     Args:
         source: The text of model_new.py.
         allow_streams: Allow side streams, events and CUDA graphs (the `side_stream` rule).
+        rules: "env" (the environment's rules) or "external" (code written elsewhere: more
+            standard-library modules, os without process control, os.environ writes).
 
     Returns:
         The violations sorted by line, at most one per rule and line; empty for a clean
@@ -232,7 +279,9 @@ def check_solution_source(source: str, *, allow_streams: bool = False) -> list[S
         return [StaticViolation("syntax", exc.lineno or 0, _message("syntax", error=exc.msg))]
     except (ValueError, RecursionError, MemoryError) as exc:
         return [StaticViolation("syntax", 0, _message("syntax", error=str(exc) or "too deep"))]
-    mod = _analyse(tree, allow_streams)
+    if rules not in RULE_SETS:
+        raise ValueError(f"unknown rule set {rules!r}; use one of {RULE_SETS}")
+    mod = _analyse(tree, allow_streams, rules)
     checks = (_check_try, _check_imports, _check_names, _check_attributes, _check_calls)
     found: dict[tuple[str, int], StaticViolation] = {}
     for check in (*checks, _check_stores, _check_classes, _check_state):
@@ -244,11 +293,19 @@ def check_solution_source(source: str, *, allow_streams: bool = False) -> list[S
 def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
     """Scan C++/CUDA sources (kernels/ files, load_inline strings) for dispatcher bypasses.
 
+    Each source is preprocessed first (backslash-newlines joined, comments dropped:
+    cuda_gym.judge.native_checks.preprocess), so a token split across lines or hidden in a
+    comment-separated form is still seen; `#include` may only name workspace files by relative
+    path and toolchain headers.
+
     Args:
         sources: Source text by display name (e.g. "kernels/k.cu").
     """
+    from cuda_gym.judge.native_checks import include_violations, preprocess
+
     found = []
-    for name, text in sources.items():
+    for name, raw in sources.items():
+        text = preprocess(raw)
         for lineno, line in enumerate(text.splitlines(), 1):
             token = next((t for t in NATIVE_FORBIDDEN_TOKENS if t in line), None)
             if token:
@@ -256,11 +313,13 @@ def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
                     StaticViolation(
                         "dispatcher_bypass",
                         lineno,
-                        f"`{token}` in {name} reaches the dispatcher's internals; call your "
-                        "kernels directly and leave dispatch keys alone.",
+                        f"`{token}` in {name} reaches the dispatcher's internals or computes "
+                        "below it; call your kernels directly and leave dispatch keys alone.",
                     )
                 )
                 break
+        for lineno, message in include_violations(text)[:1]:
+            found.append(StaticViolation("native_include", lineno, f"{name}: {message}"))
     return found
 
 
@@ -281,9 +340,17 @@ def _message(key: str, **fields: str) -> str:
     return _MESSAGES[key].format(**fields)
 
 
-def _at(node: ast.AST, rule: str, key: str | None = None, name: str = "") -> StaticViolation:
+def _at(
+    node: ast.AST, rule: str, key: str | None = None, name: str = "", **fields: str
+) -> StaticViolation:
     line = getattr(node, "lineno", 0)
-    return StaticViolation(rule, line, _message(key or rule, name=name))
+    return StaticViolation(rule, line, _message(key or rule, name=name, **fields))
+
+
+def _module_list(rules: str) -> str:
+    """The rule set's standard-library modules, for the import message."""
+    names = sorted(ALLOWED_MODULES[rules] - {"torch", "kernels_ext", "cupy", "triton"})
+    return ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def _code(node: ast.AST) -> str:
@@ -333,7 +400,7 @@ def _has_params(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> bool
     return bool(a.posonlyargs or a.args or a.kwonlyargs or a.vararg or a.kwarg)
 
 
-def _analyse(tree: ast.Module, allow_streams: bool) -> _Module:
+def _analyse(tree: ast.Module, allow_streams: bool, rules: str = "env") -> _Module:
     aliases: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -369,6 +436,7 @@ def _analyse(tree: ast.Module, allow_streams: bool) -> _Module:
         frozenset(targets),
         frozenset(called),
         allow_streams,
+        rules,
     )
 
 
@@ -409,26 +477,34 @@ def _check_imports(mod: _Module) -> Iterator[StaticViolation]:
     for node in ast.walk(mod.tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield from _check_module(node, alias.name)
+                yield from _check_module(node, alias.name, mod.rules)
         elif isinstance(node, ast.ImportFrom) and node.level:
             yield _at(node, "forbidden_import", "relative")
         elif isinstance(node, ast.ImportFrom):
-            yield from _check_module(node, node.module or "")
+            yield from _check_module(node, node.module or "", mod.rules)
             for alias in node.names:
                 if alias.name == "*":
                     yield _at(node, "forbidden_import", "star", node.module or "")
                 else:
-                    yield from _check_module(node, f"{node.module}.{alias.name}")
+                    yield from _check_module(node, f"{node.module}.{alias.name}", mod.rules)
 
 
-def _check_module(node: ast.AST, module: str) -> Iterator[StaticViolation]:
+def _check_module(node: ast.AST, module: str, rules: str) -> Iterator[StaticViolation]:
     top = module.partition(".")[0]
     if top in REFERENCE_MODULES:
         yield _at(node, "reference_access", "reference_import", module)
-    elif top not in ALLOWED_MODULES or _under(module, FORBIDDEN_TORCH_MODULES):
-        yield _at(node, "forbidden_import", "import", module)
+    elif top not in ALLOWED_MODULES[rules] or _under(module, FORBIDDEN_TORCH_MODULES):
+        yield _at(node, "forbidden_import", "import", module, modules=_module_list(rules))
     elif top == "torch" and _is_private(module):
         yield _at(node, "private_api", name=module)
+    elif _is_os_control(module):
+        yield _at(node, "process_control", name=module)
+
+
+def _is_os_control(name: str) -> bool:
+    """`os.system`, `os.kill`, ... (and their spellings through os's own submodules)."""
+    parts = name.split(".")
+    return parts[0] == "os" and any(p in OS_FORBIDDEN for p in parts[1:])
 
 
 def _check_names(mod: _Module) -> Iterator[StaticViolation]:
@@ -501,6 +577,8 @@ def _name_rule(name: str, allow_streams: bool) -> str | None:
         return "precision_flags"
     if not allow_streams and _under(name, _STREAM_NAMES):
         return "side_stream"
+    if _is_os_control(name):
+        return "process_control"
     parts = name.split(".")
     if parts[0] == "torch" and _is_private(name) and not set(parts) & _ATTRIBUTE_RULES.keys():
         return "private_api"
@@ -547,9 +625,16 @@ def _check_stores(mod: _Module) -> Iterator[StaticViolation]:
     for node in filter(_is_store, ast.walk(mod.tree)):
         root = _root(node)
         if isinstance(root, ast.Name) and root.id in mod.aliases:
+            if mod.rules == "external" and _is_environ_item(node, mod.aliases):
+                continue  # os.environ["TORCH_CUDA_ARCH_LIST"] = ...: the process's own settings
             name = _qualified_name(node, mod.aliases) or mod.aliases[root.id]
             rule = "precision_flags" if _under(name, ("torch.backends",)) else "monkey_patch"
             yield _at(node, rule, name=_code(node))
+
+
+def _is_environ_item(node: ast.AST, aliases: dict[str, str]) -> bool:
+    """`os.environ[key]` as an assignment or del target."""
+    return isinstance(node, ast.Subscript) and _qualified_name(node.value, aliases) == "os.environ"
 
 
 def _check_classes(mod: _Module) -> Iterator[StaticViolation]:

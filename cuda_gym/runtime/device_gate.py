@@ -12,8 +12,8 @@ The gate is two flock(2) locks on files named after the device (a GPU's UUID; "c
   new shared holders queue behind a waiting timer instead of starving it.
 
 A process never holds `main` while it waits for `turn`, so nobody can deadlock. The kernel drops a
-dead holder's locks, so a killed worker never leaves the gate closed. The files are in /dev/shm
-(or the temporary directory); CUDA_GYM_GATE_DIR overrides the directory.
+dead holder's locks, so a killed worker never leaves the gate closed. The files are in
+/dev/shm/cuda_gym_gates (or under the temporary directory); CUDA_GYM_GATE_DIR overrides it.
 """
 
 from __future__ import annotations
@@ -28,17 +28,27 @@ from collections.abc import Iterator
 from pathlib import Path
 
 PREFIX = "cuda_gym_gate_"
+GATES_SUBDIR = "cuda_gym_gates"
 
 
 def gate_dir() -> Path:
-    """CUDA_GYM_GATE_DIR, else /dev/shm when writable, else the temporary directory."""
+    """CUDA_GYM_GATE_DIR, else `cuda_gym_gates/` in /dev/shm when writable or in the temp dir.
+
+    A directory of their own, so that a sandboxed worker (cuda_gym.runtime.sandbox) can be given
+    the gates and nothing else of /dev/shm. It is world-writable with the sticky bit, like /tmp:
+    any user's workers meet there, and none can remove a gate file another user created.
+    """
     override = os.environ.get("CUDA_GYM_GATE_DIR")
     if override:
         return Path(override)
     shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK):
-        return shm
-    return Path(tempfile.gettempdir())
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    directory = base / GATES_SUBDIR
+    if not directory.is_dir():
+        directory.mkdir(exist_ok=True)
+        with contextlib.suppress(PermissionError):  # another user made it
+            directory.chmod(0o1777)
+    return directory
 
 
 class DeviceGate:

@@ -13,8 +13,11 @@ PyTorch may initialise without CUDA, is shut down in the zygote before it forks.
 output is bounded, a ProcessResult is returned) and falls back to `run_process` whenever the
 zygote cannot serve (not started, died, refused), so a broken zygote costs speed, never results.
 
+A request may carry a sandbox plan (cuda_gym.runtime.sandbox): the forked worker then confines
+itself before it runs the module, and the fallback start runs it through `sandbox_argv`.
+
 Protocol (JSON lines): the client writes requests {"id", "module", "args", "cwd", "env",
-"stdin", "stdout", "stderr"} to the zygote's standard input; the zygote answers
+"stdin", "stdout", "stderr", "sandbox"} to the zygote's standard input; the zygote answers
 {"id", "pid"} once forked and {"exit": pid, "code": returncode} when it has reaped a child.
 """
 
@@ -165,6 +168,8 @@ def _fork_worker(request: dict) -> int:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        if request.get("sandbox"):
+            _confine(request["sandbox"])
         import runpy
 
         sys.argv = [request["module"], *request["args"]]
@@ -183,6 +188,22 @@ def _fork_worker(request: dict) -> int:
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def _confine(plan: dict) -> None:
+    """Confine this forked worker (cuda_gym.runtime.sandbox); exit as the sandbox does if refused.
+
+    This process becomes the waiter outside the sandbox; the call returns in the confined
+    child, which goes on to run the requested module.
+    """
+    from cuda_gym.runtime import confine
+
+    try:
+        confine.confine(plan)
+    except confine.SetupError as exc:
+        sys.stderr.write(f"{confine.FAILURE_MARKER} {exc}\n")
+        sys.stderr.flush()
+        os._exit(confine.FAILURE_EXIT)
 
 
 # -- the client -----------------------------------------------------------------------------------
@@ -301,8 +322,13 @@ class ZygoteLauncher:
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
         stdin_data: bytes | None = None,
         pause: Pause | None = None,
+        sandbox: dict | None = None,
     ) -> ProcessResult:
-        """Like `run_process([python, -m, module, *args], ...)`, forked from the zygote."""
+        """Like `run_process([python, -m, module, *args], ...)`, forked from the zygote.
+
+        With `sandbox` (a plan from cuda_gym.runtime.sandbox.build_plan) the worker runs
+        confined, forked or not.
+        """
         with tempfile.TemporaryDirectory(prefix="cuda_gym_zygote_") as tmp:
             paths = {name: Path(tmp, name) for name in ("stdin", "stdout", "stderr")}
             paths["stdin"].write_bytes(stdin_data or b"")
@@ -313,13 +339,19 @@ class ZygoteLauncher:
                 "args": list(args),
                 "cwd": str(cwd),
                 "env": dict(env),
+                "sandbox": sandbox,
                 **{k: str(v) for k, v in paths.items()},
             }
             start = time.monotonic()
             pid = self._fork(request)
             if pid is None:
+                argv = [sys.executable, "-m", module, *args]
+                if sandbox:
+                    from cuda_gym.runtime.sandbox import sandbox_argv
+
+                    argv = sandbox_argv(argv, sandbox)
                 return run_process(
-                    [sys.executable, "-m", module, *args],
+                    argv,
                     timeout_s=timeout_s,
                     cwd=cwd,
                     env=env,

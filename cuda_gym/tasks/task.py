@@ -5,7 +5,9 @@ tasks may also define a top-level dict literal `CPU_SIZES = {"name": value, ...}
 device the named top-level constants take those values, so one file serves both devices. A task
 may declare judge options in a top-level dict literal `JUDGE_OPTIONS`, e.g.
 `JUDGE_OPTIONS = {"allow_vendor_libraries": True}` to let solutions call cuBLAS GEMMs and cuDNN
-convolutions through ATen (the published rule).
+convolutions through ATen (the published rule), or `{"input_domain": "real"}` to let the judge's
+input transforms scale the inputs beyond the range of the task's own draws (judge/contract.py;
+"observed", the default, keeps them within it; a list gives one domain per input).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from cuda_gym.errors import TaskFormatError, UnknownTaskError
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 DEVICES = ("cuda", "cpu")
-JUDGE_OPTION_NAMES = ("allow_vendor_libraries",)
+JUDGE_OPTION_NAMES = ("allow_vendor_libraries", "input_domain")
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ def test_correct_cuda_kernel_is_accepted_and_timed(judge, task, tmp_path):
     assert verdict.time_ms["candidate"] > 0 and verdict.time_ms["eager"] > 0
     assert verdict.time_ms["compile"] > 0
     assert "gated_multiply_vec4" in verdict.profile_table
-    for role in ("candidate", "reference"):
+    for role in ("candidate",):  # the trusted driver (reference, buffers); not its runner
         peak = verdict.flags["device_peak_bytes"][role]
         assert peak["reserved"] >= peak["allocated"] > 0, peak
     keys = (

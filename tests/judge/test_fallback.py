@@ -1,7 +1,12 @@
-"""The fallback ban's own cost."""
+"""The fallback ban: what it allows, what it refuses, and its own cost."""
 
 import subprocess
 import sys
+
+import pytest
+import torch
+
+from cuda_gym.judge.fallback import FallbackBan, FallbackRefused
 
 
 def test_the_ban_does_not_import_dynamo():
@@ -18,3 +23,46 @@ def test_the_ban_does_not_import_dynamo():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "False"
+
+
+def _honest_housekeeping(x: torch.Tensor, scale: torch.nn.Parameter) -> list:
+    """What honest solutions do around their kernels: allocate, move, copy, read a scalar."""
+    return [
+        torch.zeros(3).to(x.device),
+        torch.empty(2, 2).cpu(),
+        x.t().contiguous(),
+        x.to(x.device, copy=True),
+        x.clone(),
+        torch.full((2,), scale.item()),
+        torch.tensor([1.0, float(x[0, 0])]),
+        torch.arange(4),
+        x.new_ones(2),
+        torch.empty_like(x.t()).copy_(x.t()),
+    ]
+
+
+def test_allocation_copies_and_item_are_allowed():
+    ban = FallbackBan()
+    x = torch.randn(4, 4)
+    with torch.no_grad(), ban:
+        _honest_housekeeping(x, torch.nn.Parameter(torch.tensor([0.5])))
+    assert ban.violations == []
+
+
+@pytest.mark.parametrize(
+    "compute",
+    [
+        lambda x: x.half(),
+        lambda x: x.to(torch.bfloat16),
+        lambda x: x.double(),
+        lambda x: torch.empty(4, 4, dtype=torch.float16).copy_(x),
+        lambda x: x + 1,
+        lambda x: x.sum().item(),
+    ],
+    ids=["half", "to_bf16", "double", "converting_copy", "add", "sum_item"],
+)
+def test_dtype_conversions_and_compute_are_refused(compute):
+    ban = FallbackBan()
+    with torch.no_grad(), pytest.raises(FallbackRefused, match=r"allowed: allocation"), ban:
+        compute(torch.randn(4, 4))
+    assert len(ban.violations) == 1

@@ -56,25 +56,51 @@ def test_uniform_stays_within_the_original_range_and_fills_it(pieces):
     assert not torch.equal(x.view(-1)[:1000], x.view(-1)[1000:2000])
 
 
-def test_wide_range_spreads_magnitudes_over_decades(pieces):
+@pytest.mark.parametrize(("mask", "top"), [("r", 2), ("1", -1)], ids=["real", "observed"])
+def test_wide_range_spreads_magnitudes_over_decades(pieces, mask, top):
     task = _Task(120, 100)
-    x = make_inputs(task, 9, "cpu", "wide_range")[1]  # the positive input
+    x = make_inputs(task, 9, "cpu", f"wide_range@0{mask}")[1]  # the positive input
     o = make_inputs(task, 9, "cpu", "as_is")[1]
     ratio = (x / o).log10()
-    assert ratio.min() < -2.5 and ratio.max() > 2.5
-    # Each decade from 10^-3 to 10^2 gets about a sixth, in the first piece and the last.
+    assert ratio.min() < top - 4.5 and ratio.max() > top + 0.5
+    assert ratio.max() <= top + 1  # observed domain: every multiplier at most 1
+    # Each decade gets about a sixth, in the first piece and the last.
     for part in (ratio.view(-1)[:1000], ratio.view(-1)[-1000:]):
-        counts = torch.histc(part.floor(), bins=6, min=-3, max=2)
+        counts = torch.histc(part.floor(), bins=6, min=top - 5, max=top)
         assert counts.min() > 100
 
 
 def test_heavy_tailed_multipliers_are_mostly_near_one_with_rare_far_ones(pieces):
     task = _Task(120, 100)
-    x = make_inputs(task, 3, "cpu", "heavy_tailed")[1]
+    x = make_inputs(task, 3, "cpu", "heavy_tailed@0r")[1]
     o = make_inputs(task, 3, "cpu", "as_is")[1]
     log2 = (x / o).log2()
     assert 0.8 < log2.std() < 1.4  # 0.75 / ln 2 = 1.08
     assert log2.abs().max() > 3.5
+
+
+def test_observed_domain_keeps_every_value_within_its_draw(pieces):
+    task = _Task(120, 100)
+    o = make_inputs(task, 4, "cpu", "as_is")
+    for name in ("uniform", "heavy_tailed", "wide_range"):
+        x = make_inputs(task, 4, "cpu", name)  # no mask: every float input, observed domain
+        assert x[0].min() >= o[0].min() and x[0].max() <= o[0].max()
+        if name != "uniform":  # multipliers in (0, 1]: signs stay, magnitudes only shrink
+            assert all(bool((a.abs() <= b.abs()).all()) for a, b in zip(x[:2], o[:2]))
+            assert torch.equal(torch.sign(x[1]), torch.sign(o[1]))
+
+
+def test_a_mask_leaves_its_zero_inputs_as_drawn():
+    task = _Task(30, 20)
+    o = make_inputs(task, 4, "cpu", "as_is")
+    x = make_inputs(task, 4, "cpu", "heavy_tailed@10")
+    assert torch.equal(x[1], o[1]) and not torch.equal(x[0], o[0])
+
+
+@pytest.mark.parametrize("spec", ["gaussian_mixture", "uniform@2", "uniform@1x"])
+def test_a_bad_distribution_is_refused(spec):
+    with pytest.raises(ValueError, match="distribution"):
+        make_inputs(_Task(4, 4), 1, "cpu", spec)
 
 
 def test_a_non_contiguous_input_keeps_its_layout(monkeypatch):
@@ -84,11 +110,6 @@ def test_a_non_contiguous_input_keeps_its_layout(monkeypatch):
         def get_inputs(self):
             return [torch.randn(100, 120).t()]
 
-    x = make_inputs(Transposed(), 1, "cpu", "wide_range")[0]
+    x = make_inputs(Transposed(), 1, "cpu", "wide_range@r")[0]
     assert x.shape == (120, 100) and x.stride() == (1, 120)
-    assert torch.equal(x, make_inputs(Transposed(), 1, "cpu", "wide_range")[0])
-
-
-def test_an_unknown_distribution_is_refused():
-    with pytest.raises(ValueError, match="unknown distribution"):
-        make_inputs(_Task(4, 4), 1, "cpu", "gaussian_mixture")
+    assert torch.equal(x, make_inputs(Transposed(), 1, "cpu", "wide_range@r")[0])

@@ -31,14 +31,10 @@ def test_correct_kernel_is_accepted_with_timings(judge, task, tmp_path):
         verdict.time_ms["eager"] / verdict.time_ms["candidate"]
     )
     assert "ModelNew.forward" in verdict.profile_table
-    # Saving the outputs' index is a stage of its own, after profiling.
-    assert (
-        verdict.stage_times_s["candidate.save"] >= 0
-        and "candidate.profile" in verdict.stage_times_s
-    )
-    # The outputs crossed to the reference through the arena; nothing to register on the CPU.
-    transfer = verdict.flags["outputs_transfer"]
-    assert transfer["arena_bytes"] > 0 and transfer["host_bytes"] == transfer["pinned_bytes"] == 0
+    assert "candidate.profile" in verdict.stage_times_s
+    # Timed by the trusted driver: random calls re-checked, the round trip subtracted.
+    timing = verdict.flags["candidate_timing"]
+    assert timing["rechecked_calls"] >= 2 and timing["round_trip_ms"] > 0
     # No GPU memory was used, so no peak is reported.
     assert "device_peak_bytes" not in verdict.flags
 

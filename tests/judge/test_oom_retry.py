@@ -47,14 +47,6 @@ def test_out_of_memory_alone_too_is_the_candidates_failure(tmp_path, monkeypatch
     assert sum(r == "candidate" for r, _ in calls) == 2
 
 
-def test_the_reference_is_rerun_alone_too(tmp_path, monkeypatch):
-    judge, calls = judge_running_out(tmp_path, monkeypatch, "reference", 1)
-    verdict = judge.evaluate(TASK, tmp_path, timing=False)
-    assert verdict.correct, verdict.error
-    assert verdict.flags["retried_alone_after_oom"] == ["reference"]
-    assert [c for c in calls if c[0] == "reference"] == [("reference", False), ("reference", True)]
-
-
 def test_without_the_gate_there_is_no_rerun(tmp_path, monkeypatch):
     judge, calls = judge_running_out(tmp_path, monkeypatch, "candidate", 1, device_gate=False)
     verdict = judge.evaluate(TASK, tmp_path, timing=False)

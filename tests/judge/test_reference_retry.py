@@ -1,4 +1,4 @@
-"""The reference is trusted code: a time-out there is an overloaded machine, retried once."""
+"""The driver is trusted code: a time-out of its own is an overloaded machine, retried once."""
 
 import pytest
 
@@ -8,18 +8,18 @@ from tests.solutions import write_kernel_only_solution
 
 
 @pytest.mark.slow
-def test_a_reference_that_runs_out_of_time_is_retried_once(tmp_path, monkeypatch):
+def test_a_driver_that_runs_out_of_time_is_retried_once(tmp_path, monkeypatch):
     write_kernel_only_solution(tmp_path, "cpu")
     judge = Judge(JudgeConfig(device="cpu", cache_dir=tmp_path / "cache", baselines=("eager",)))
     real = Judge._run_worker
     calls = []
 
-    def first_reference_times_out(self, role, tmp, request, timeout_s, task=None):
+    def first_driver_times_out(self, role, tmp, request, timeout_s, task=None):
         calls.append((role, timeout_s))
-        if role == "reference" and sum(r == "reference" for r, _ in calls) == 1:
+        if role == "candidate" and sum(r == "candidate" for r, _ in calls) == 1:
             return {
                 "ok": False,
-                "error": "The reference process timed out",
+                "error": "The candidate process timed out",
                 "timed_out": True,
                 "stage": "compare",
                 "result": {},
@@ -27,10 +27,10 @@ def test_a_reference_that_runs_out_of_time_is_retried_once(tmp_path, monkeypatch
             }
         return real(self, role, tmp, request, timeout_s, task)
 
-    monkeypatch.setattr(Judge, "_run_worker", first_reference_times_out)
+    monkeypatch.setattr(Judge, "_run_worker", first_driver_times_out)
     task = builtin_task("sigmoid_gated_multiply").for_device("cpu")
     verdict = judge.evaluate(task, tmp_path, timing=False)
     assert verdict.correct, verdict.error
-    references = [t for r, t in calls if r == "reference"]
-    assert len(references) == 2 and references[1] == 2 * references[0]
-    assert "timed out" in verdict.flags["reference_retried"]
+    drivers = [t for r, t in calls if r == "candidate"]
+    assert len(drivers) == 2 and drivers[1] == 2 * drivers[0]
+    assert "timed out" in verdict.flags["driver_retried"]

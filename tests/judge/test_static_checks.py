@@ -401,6 +401,7 @@ def test_messages_are_one_sentence_and_rules_are_documented():
     source = "\n".join(
         [
             "import os",
+            "os.system('ls')",
             "from model import Model",
             "import torch",
             "torch.cuda.Event.elapsed_time = None",
@@ -418,8 +419,9 @@ def test_messages_are_one_sentence_and_rules_are_documented():
         ]
     )
     result = check_solution_source(source)
-    # dispatcher_bypass is about C++/CUDA sources (check_native_sources), not Python.
-    assert {v.rule for v in result} == set(RULES) - {"syntax", "dispatcher_bypass"}
+    # dispatcher_bypass and native_include are about C++/CUDA sources, not Python.
+    native = {"syntax", "dispatcher_bypass", "native_include"}
+    assert {v.rule for v in result} == set(RULES) - native
     for v in result:
         assert v.message.endswith(".") and "\n" not in v.message
         assert v.message.count(". ") == 0, v.message
@@ -463,3 +465,84 @@ def test_native_sources_may_not_touch_dispatch_keys():
     assert [(v.rule, v.line) for v in found] == [("dispatcher_bypass", 3)]
     assert "kernels/k.cpp" in found[0].message
     assert string_constants("x = 'a'\ny = f('b')\n") == ["a", "b"]
+
+
+EXTERNAL_STYLE_SOLUTION = """\
+import hashlib
+import itertools
+import os
+import pathlib
+import warnings
+
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+SOURCE = "torch::Tensor f(torch::Tensor x) { return x; }"
+os.environ["TORCH_CUDA_ARCH_LIST"] = os.environ.get("ARCH", "9.0")
+BUILD = os.path.join(os.environ.get("TMPDIR", "/tmp"), hashlib.sha1(SOURCE.encode()).hexdigest())
+os.makedirs(BUILD, exist_ok=True)
+pathlib.Path(BUILD).mkdir(exist_ok=True)
+warnings.filterwarnings("ignore")
+ext = load_inline(name="f", cpp_sources=SOURCE, functions=["f"], build_directory=BUILD)
+PAIRS = list(itertools.product(range(2), repeat=2))
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.f(x)
+"""
+
+
+def test_external_rules_accept_stdlib_style_and_env_rules_name_the_modules():
+    assert violations(EXTERNAL_STYLE_SOLUTION, rules="external") == []
+    env = check_solution_source(EXTERNAL_STYLE_SOLUTION, rules="env")
+    assert [(v.rule, v.line) for v in env] == [
+        ("forbidden_import", 3),
+        ("forbidden_import", 4),
+        ("monkey_patch", 12),
+    ]
+    # The message lists exactly the modules the rule set allows.
+    assert "hashlib, itertools" in env[0].message and "warnings" in env[0].message
+
+
+@pytest.mark.parametrize("module", ["hashlib", "warnings", "itertools", "operator", "enum", "re"])
+def test_harmless_stdlib_modules_pass_env_rules(module):
+    assert violations(f"import {module}\nimport torch\n") == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import os\nos.system('ls')\n", [("process_control", 2)]),
+        ("from os import fork\n", [("process_control", 1)]),
+        ("import os\nos.kill(1, 9)\n", [("process_control", 2)]),
+        ("import os\nos._exit(0)\n", [("process_control", 2)]),
+        ("import os\nos.path = None\n", [("monkey_patch", 2)]),
+        ("import subprocess\n", [("forbidden_import", 1)]),
+        ("import ctypes\n", [("forbidden_import", 1)]),
+        ("import sys\n", [("forbidden_import", 1)]),
+        ("import time\n", [("forbidden_import", 1)]),
+        ("import gc\n", [("forbidden_import", 1)]),
+        ("import threading\n", [("forbidden_import", 1)]),
+    ],
+)
+def test_external_rules_still_refuse_what_reaches_the_harness(source, expected):
+    assert violations(source, rules="external") == expected
+
+
+def test_unknown_rule_set_is_refused():
+    with pytest.raises(ValueError, match="unknown rule set"):
+        check_solution_source("x = 1\n", rules="loose")
+
+
+def test_judge_config_names_the_rule_sets_and_the_cli_defaults_to_external():
+    from cuda_gym.cli import build_parser
+    from cuda_gym.errors import ConfigError
+    from cuda_gym.judge.config import JudgeConfig
+
+    assert JudgeConfig().code_rules == "env"
+    with pytest.raises(ConfigError, match="code_rules"):
+        JudgeConfig(code_rules="loose")
+    args = build_parser().parse_args(["judge", "task.py", "solution.py"])
+    assert args.rules == "external"

@@ -185,18 +185,6 @@ def test_scratch_directories_of_dead_processes_are_removed(tmp_path):
     assert not stale.exists() and live.exists()
 
 
-def test_the_transfer_report_in_the_verdict_takes_whole_numbers_only():
-    from cuda_gym.judge.judge import _outputs_transfer
-
-    good = {"arena_bytes": 10, "host_bytes": 0, "pinned_bytes": 10, "extra": "x"}
-    assert _outputs_transfer(good) == {"arena_bytes": 10, "host_bytes": 0, "pinned_bytes": 10}
-    # The candidate's process wrote the report: anything else is dropped.
-    assert _outputs_transfer({"arena_bytes": "10", "host_bytes": 0, "pinned_bytes": 0}) is None
-    assert _outputs_transfer({"arena_bytes": -1, "host_bytes": 0, "pinned_bytes": 0}) is None
-    assert _outputs_transfer({"arena_bytes": True, "host_bytes": 0, "pinned_bytes": 0}) is None
-    assert _outputs_transfer(["arena_bytes"]) is None and _outputs_transfer(None) is None
-
-
 def test_only_whole_byte_counts_are_kept_as_a_workers_peak_memory():
     from cuda_gym.judge.judge import _device_peak
 
@@ -212,6 +200,6 @@ def test_only_whole_byte_counts_are_kept_as_a_workers_peak_memory():
 def test_a_worker_that_never_used_cuda_reports_no_peak_memory():
     import torch  # noqa: F401  (imported, as in every worker, but CUDA is not initialised)
 
-    from cuda_gym.judge.worker import _device_peak
+    from cuda_gym.judge.roles import device_peak as _device_peak
 
     assert _device_peak() is None

@@ -334,7 +334,7 @@ def test_reference_as_solution_sanity_run_with_plots(tiny):
     summary = summarize_run(out)
     assert summary["speedup_spread"] == report["speedup_spread"] and summary["records"] == 3
     stages = summary["stage_s_total"]
-    assert stages["candidate"] > stages["candidate.timing"] > 0 and stages["reference"] > 0
+    assert stages["candidate"] > stages["candidate.timing"] > 0
     # The probe's time counts (a stage of its own); the rest is the harness's own bookkeeping.
     walls = sum(r["wall_s"] for r in report["problems"])
     assert 0 <= summary["unaccounted_s"] < 0.5 * walls

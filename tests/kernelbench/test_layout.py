@@ -95,6 +95,8 @@ def test_config_needs_exactly_one_solver(kb, tmp_path):
     cfg = parse_args([*base, "--agent", "openai", "--model", "m", "--levels", "1,2"])
     assert cfg.levels == (1, 2) and cfg.kind == "agent"
     assert cfg.judge_config().timed_runs == 100
+    # Solutions judged here were written elsewhere: the permissive static rules.
+    assert cfg.judge_config().code_rules == "external"
 
 
 def test_fast_worker_start_reaches_the_judge_and_does_not_block_a_resume(kb, tmp_path, monkeypatch):

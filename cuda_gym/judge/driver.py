@@ -1,0 +1,513 @@
+"""The trusted candidate driver: every number the reward depends on is decided here.
+
+Role `candidate` of `cuda_gym.judge.worker`. The driver builds the task's `Model` (seeded with the
+init seed), starts the untrusted runner (cuda_gym.judge.runner, through
+cuda_gym.judge.untrusted.launch_untrusted) which builds `ModelNew` the same way, and then, call by
+call:
+
+- creates the call's inputs itself from a secret seed (fresh values for every correctness
+  trial, the repeat, every warm-up and every timed call) and hands them over only with the call
+  (cuda_gym.judge.handover); owns the output buffers, poisoned before each call;
+- computes the reference's outputs and compares (strict mode against float64), checks the
+  inputs against its pristine copy, and the repeat of trial 0 for determinism;
+- times each call on the host clock around a synchronised go -> done exchange, minus the
+  median round trip of empty calls measured the same way; warm-up and timed call counts are
+  random, and a random, unannounced subset of timed calls is re-checked against the reference;
+- times the eager and torch.compile baselines through the same path (a runner serving the
+  task's own Model), so the comparison is fair.
+
+What the runner reports is untrusted and can only make a verdict worse: its fallback-ban and
+thread reports (a reported violation rejects), its profiler table (a cross-check and the
+agent's table, never a speedup). The remaining in-process risk: candidate code in the runner's
+process can suppress the ban's report (e.g. patch the runner's reply); the trusted answers to
+that are the symbol check of the candidate's native code (cuda_gym.judge.native_checks), the
+own-kernel call count, and on CUDA the profile's kernel origins - each of which the OS sandbox
+and a native-code review strengthen, none of which is airtight against code in the same process.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import statistics
+from pathlib import Path
+from time import perf_counter
+
+import torch
+
+from cuda_gym.judge import roles
+from cuda_gym.judge.compare import Comparison, check_outputs_match, runs_agree
+from cuda_gym.judge.contract import strict_scales
+from cuda_gym.judge.fallback import ALLOWED_OPS, VENDOR_LIBRARY_OPS
+from cuda_gym.judge.handover import Handover
+from cuda_gym.judge.inputs import forward_seed, make_inputs, seed_forward
+from cuda_gym.judge.native_checks import candidate_objects, symbol_violations
+from cuda_gym.judge.output_checks import bitwise_equal
+from cuda_gym.judge.protocol import (
+    BaselineResult,
+    CandidateRequest,
+    CandidateResult,
+    ComparisonResult,
+    KernelSummary,
+    TimingStats,
+)
+from cuda_gym.judge.timing import L2_FLUSH_BYTES, kernel_origin
+from cuda_gym.judge.untrusted import RunnerFailed, RunnerLink, runner_sandbox
+
+ROUND_TRIP_CALLS = 20
+WARMUP_MIN_S = 0.3  # on CUDA: the clocks of an idle GPU ramp up first
+FLUSH_OVERLAP_FACTOR = 0.25
+FLUSH_SLACK_MS = 0.02
+# At least one timed call in RECHECK_EVERY is re-checked (random ones), and never fewer than 2.
+RECHECK_EVERY = 10
+MIN_RECHECKS = 2
+# A profiled kernel time this far from the measured time is flagged (the profile is untrusted).
+PROFILE_MISMATCH_FACTOR = 1.5
+# Host escapes of tensor data from Python (torch.tensor(list) is aten::lift_fresh of host data).
+REFUSED_OPS = frozenset({"aten::lift_fresh"})
+NO_OWN_KERNEL = (
+    "no_own_kernel: ModelNew.forward called none of the solution's own compiled functions"
+    " (outputs made by PyTorch's allowed copy and view ops alone)"
+)
+
+
+class CandidateFailed(Exception):
+    """The candidate's forward raised, or its runner failed: the verdict's error."""
+
+
+class Served:
+    """One runner serving one model, and the driver's calls into it."""
+
+    def __init__(self, link: RunnerLink, device: str) -> None:
+        self.link = link
+        self.device = device
+        self.calls = 0
+        self.handover = Handover(device, self._share)
+        self.violations: list[str] = []
+        self.own_calls = 0
+
+    def _share(self, message: dict) -> None:
+        self.link.send(message)
+        self.link.receive()
+
+    def call(self, inputs: list, expected: list, fseed: int, kind: str = "call", runs: int = 0):
+        """Run one untimed call on `inputs` (the driver's, left pristine): (outputs, reply).
+
+        Untimed calls count the solution's own extension calls (kind "call").
+        """
+        self.calls += 1
+        fields, fds = self.handover.prepare(inputs, expected)
+        message = {"call_id": self.calls, "kind": kind, "forward_seed": fseed, **fields}
+        message["profile_runs"] = runs
+        message["count_own_calls"] = kind == "call"
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        reply = self.link.call(message, fds)
+        return self._finish(reply)
+
+    def _finish(self, reply):
+        self.violations += [v for v in reply.violations if v not in self.violations]
+        self.own_calls += reply.own_calls
+        outputs, mutated = self.handover.collect(reply.values)
+        if mutated:
+            note = "input_mutated: ModelNew.forward modified one of its inputs"
+            if note not in self.violations:
+                self.violations.append(note)
+        if reply.error is not None:
+            raise CandidateFailed(reply.error)
+        return outputs, reply
+
+    def timed_call(self, inputs: list, expected: list, fseed: int, flush) -> tuple:
+        """One call timed on the host clock: (outputs, host ms, flush ms)."""
+        self.calls += 1
+        fields, fds = self.handover.prepare(inputs, expected)
+        message = {"call_id": self.calls, "kind": "call", "forward_seed": fseed, **fields}
+        flush_ms = flush() if flush is not None else 0.0
+        start = perf_counter()
+        reply = self.link.call(message, fds)
+        host_ms = (perf_counter() - start) * 1e3
+        outputs, _ = self._finish(reply)
+        return outputs, host_ms, flush_ms
+
+    def round_trip_ms(self, flush) -> tuple[float, float]:
+        """Median (round trip ms, flush ms) of empty calls measured as timed calls are."""
+        trips, flushes = [], []
+        for _ in range(ROUND_TRIP_CALLS):
+            self.calls += 1
+            flushes.append(flush() if flush is not None else 0.0)
+            start = perf_counter()
+            self.link.call({"call_id": self.calls, "kind": "null"})
+            trips.append((perf_counter() - start) * 1e3)
+        return statistics.median(trips), statistics.median(flushes)
+
+
+class Flush:
+    """The driver's L2 flush on its own stream, timed with its events (CUDA)."""
+
+    def __init__(self) -> None:
+        self.buf = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+        self.stream = torch.cuda.Stream()
+
+    def __call__(self) -> float:
+        """Flush once, after the driver's own writes (the inputs) are done; its GPU time in ms.
+
+        On its own stream, so only work of other processes (or of the runner, left running
+        after it answered) can slow it down.
+        """
+        torch.cuda.synchronize()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(self.stream):
+            start.record()
+            self.buf.zero_()
+            end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end)
+
+
+class Driver:
+    """Judges one solution for a CandidateRequest (see the module docstring)."""
+
+    def __init__(self, req: CandidateRequest, rep: roles.Reporter) -> None:
+        self.req = req
+        self.rep = rep
+        self.device = req.header.device
+        self.work = Path(req.header.result_path).parent
+        self.result = CandidateResult()
+        self.rng = secrets.SystemRandom()
+
+    # -- set-up ---------------------------------------------------------------------------------
+
+    def _setup(self) -> None:
+        req = self.req
+        self.rep.enter("setup")
+        self.result.numerics = roles.pin_numerics()
+        self.task = roles.import_file("reference_task", req.header.task_path)
+        init_args = list(self.task.get_init_inputs())
+        torch.manual_seed(req.init_seed)
+        with torch.device(self.device):
+            self.model = self.task.Model(*init_args).to(self.device)
+        use64 = req.tolerance_mode == "strict" and req.fp64_ok
+        self.model64 = copy.deepcopy(self.model).double() if use64 else None
+        self.init_path = self.work / "init.pt"
+        weights = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
+        torch.save({"init_args": init_args, "weights": weights}, self.init_path)
+
+    def _serve(
+        self,
+        solution_dir: str,
+        module_dir,
+        banned: bool,
+        compile_model: bool,
+        role: str,
+        budget_s: float,
+    ) -> Served:
+        allowed = set(ALLOWED_OPS) - REFUSED_OPS
+        if self.req.allow_vendor_libraries:
+            allowed |= VENDOR_LIBRARY_OPS
+        work = self.work / f"runner-{role.replace(' ', '-')}-{secrets.token_hex(4)}"
+        work.mkdir()
+        sandbox = None
+        if self.req.sandbox:
+            readable = tuple(p for p in (solution_dir, module_dir, str(self.init_path)) if p)
+            sandbox = runner_sandbox(
+                work, self.device, readable, self.req.sandbox_data_bytes, budget_s
+            )
+        link = RunnerLink(work, roles.runner_env(), budget_s, role, sandbox)
+        served = Served(link, self.device)
+        try:
+            ready = link.start(
+                {
+                    "solution_dir": solution_dir,
+                    "module_dir": module_dir,
+                    "device": self.device,
+                    "init_seed": self.req.init_seed,
+                    "init_path": str(self.init_path),
+                    "banned": banned,
+                    "allowed_ops": sorted(allowed),
+                    "compile_model": compile_model,
+                }
+            )
+        except RunnerFailed:
+            link.close()
+            raise
+        if ready.error is not None:
+            link.close()
+            self.result.build_failed = ready.build_failed
+            raise CandidateFailed(ready.error)
+        self.result.weights_not_copied = ready.weights_not_copied
+        if banned:
+            # What the solution's process loaded, read from outside it: its own extensions
+            # (kernels/ and load_inline's) may not call compute below the dispatcher.
+            for shared_object in candidate_objects(link.proc.pid):
+                served.violations += symbol_violations(shared_object)
+        link.stage = "run"
+        return served
+
+    def _reference(self, inputs: list, fseed: int) -> tuple[list, list | None, list | None]:
+        """The reference's outputs, its float64 outputs, and strict mode's error scales."""
+        seed_forward(fseed)
+        exp = roles.as_list(self.model(*_clone(inputs)))
+        exp64 = scales = None
+        if self.model64 is not None:
+            seed_forward(fseed)
+            exp64 = roles.as_list(self.model64(*_to_double(inputs)))
+            if self.req.strict_units:  # fp32 arithmetic's bound (judge/contract.py)
+                seed_forward(fseed)
+                scales = strict_scales(self.model64, inputs, self.req.strict_units)
+        return exp, exp64, scales
+
+    # -- the judgement --------------------------------------------------------------------------
+
+    def run(self) -> CandidateResult:
+        """The whole judgement; the candidate's failures end up in the result, not raised."""
+        req = self.req
+        with torch.no_grad():
+            self._setup()
+            self.rep.enter("load")
+            try:
+                served = self._serve(
+                    req.solution_dir,
+                    req.module_dir,
+                    banned=not req.reference_as_candidate,
+                    compile_model=False,
+                    role="candidate",
+                    budget_s=req.runner_timeout_s,
+                )
+            except (CandidateFailed, RunnerFailed) as exc:
+                self.result.candidate_error = str(exc)
+                self.result.stage = "load"
+                return self._finish()
+            try:
+                self._judge(served)
+            except (CandidateFailed, RunnerFailed) as exc:
+                self.result.candidate_error = str(exc)
+                self.result.stage = self.rep.stage
+                self.result.violations = served.violations + self.result.violations
+                return self._finish()
+            finally:
+                served.link.close()
+            self.result.stage = "done"
+            if req.timing and self.result.timing is not None:
+                self._baselines()
+        return self._finish()
+
+    def _finish(self) -> CandidateResult:
+        self.result.device_name = roles.device_name(self.device)
+        self.result.gpu_state = roles.gpu_state(self.device)
+        return self.result
+
+    def _judge(self, served: Served) -> None:
+        req = self.req
+        self.rep.enter("run")
+        trials = Comparison()
+        first = None
+        for k, (seed, dist) in enumerate(zip(req.seeds, req.distributions)):
+            inputs = make_inputs(self.task, seed, self.device, dist)
+            fseed = forward_seed(seed)
+            exp, exp64, scales = self._reference(inputs, fseed)
+            out, _ = served.call(inputs, exp, fseed)
+            check_outputs_match(
+                [exp],
+                [out],
+                req.tolerance_mode,
+                [exp64] if exp64 is not None else None,
+                into=trials,
+                first_trial=k,
+                scales=[scales],
+            )
+            if k == 0:
+                first = (inputs, fseed, exp, exp64, scales, out)
+            del inputs, exp, exp64, scales, out
+        inputs, fseed, exp, exp64, scales, out = first
+        repeat, _ = served.call(inputs, exp, fseed)
+        bitwise = len(out) == len(repeat) and all(
+            bitwise_equal(a, b) if isinstance(a, torch.Tensor) else a == b
+            for a, b in zip(out, repeat)
+        )
+        agree = bitwise or runs_agree(out, repeat, req.tolerance_mode, exp, exp64, scales)
+        self.result.comparison = ComparisonResult(**vars(trials))
+        self.result.deterministic = agree
+        self.result.bitwise_deterministic = bitwise
+        banned = not req.reference_as_candidate
+        if banned and served.own_calls == 0:
+            served.violations.append(NO_OWN_KERNEL)
+        self.result.violations = list(served.violations)
+        if self.result.violations or not trials.correct or not agree:
+            return
+        if req.timing:
+            with roles.alone(self.rep, "timing"):
+                timing, kept = self._time(served, exp, recheck=True)
+            self.result.violations = list(served.violations)
+            self.rep.enter("recheck")
+            recheck = Comparison()
+            for k, (inputs_k, fseed_k, out_k) in enumerate(kept):
+                exp_k, exp64_k, scales_k = self._reference(inputs_k, fseed_k)
+                check_outputs_match(
+                    [exp_k],
+                    [out_k],
+                    req.tolerance_mode,
+                    [exp64_k] if exp64_k is not None else None,
+                    into=recheck,
+                    first_trial=k,
+                    scales=[scales_k],
+                )
+            self.result.timing_recheck = ComparisonResult(**vars(recheck))
+            self.result.timing = timing
+        if req.profile or (req.timing and self.device == "cuda"):
+            self._profile(served, inputs, exp, fseed)
+
+    # -- timing ---------------------------------------------------------------------------------
+
+    def _time(self, served: Served, expected: list, recheck: bool) -> tuple[TimingStats, list]:
+        """Time `served` on fresh inputs per call; (stats, [(inputs, fseed, outputs)] re-checked).
+
+        Warm-up and timed call counts are random (at least the configured ones), and so is
+        which timed calls are re-checked; nothing in a call tells the runner which it is.
+        """
+        req = self.req
+        warmup = req.warmup_runs + self.rng.randint(0, max(1, req.warmup_runs))
+        runs = req.timed_runs + self.rng.randint(0, max(1, req.timed_runs // 2))
+        count = max(MIN_RECHECKS, runs // RECHECK_EVERY) if recheck else 0
+        rechecked = set(self.rng.sample(range(runs), min(count, runs)))
+        flush = Flush() if self.device == "cuda" else None
+        round_trip, flush_alone = served.round_trip_ms(flush)
+        warm_until = perf_counter() + (WARMUP_MIN_S if self.device == "cuda" else 0.0)
+        k = 0
+        while k < warmup or perf_counter() < warm_until:
+            seed = secrets.randbits(62)
+            inputs = make_inputs(self.task, seed, self.device, "as_is")
+            served.timed_call(inputs, expected, forward_seed(seed), flush)
+            k += 1
+        host, flushes, kept = [], [], []
+        for n in range(runs):
+            seed = secrets.randbits(62)
+            inputs = make_inputs(self.task, seed, self.device, "as_is")
+            fseed = forward_seed(seed)
+            out, host_ms, flush_ms = served.timed_call(inputs, expected, fseed, flush)
+            host.append(host_ms)
+            flushes.append(flush_ms)
+            if n in rechecked:
+                kept.append((inputs, fseed, out))
+        work = sorted(max(0.0, h - round_trip) for h in host)
+        median = statistics.median(work)
+        p10, p90 = work[len(work) // 10], work[(9 * len(work)) // 10]
+        flush_excess = statistics.median(flushes) - flush_alone
+        stats = TimingStats(
+            median_ms=median,
+            mean_ms=statistics.fmean(work),
+            min_ms=work[0],
+            max_ms=work[-1],
+            spread=(p90 - p10) / median if median > 0 else 0.0,
+            host_median_ms=statistics.median(host),
+            round_trip_ms=round_trip,
+            flush_ms=flush_alone,
+            flush_excess_ms=flush_excess,
+            side_work=flush_excess > FLUSH_OVERLAP_FACTOR * flush_alone + FLUSH_SLACK_MS,
+            runs=runs,
+            warmup_calls=k,
+            rechecked_calls=len(kept),
+        )
+        return stats, kept
+
+    def _profile(self, served: Served, inputs: list, expected: list, fseed: int) -> None:
+        """The runner's profile of 3 calls: the agent's table; on CUDA, kernels by origin."""
+        if self.device == "cuda":
+            served.call(inputs, expected, fseed, kind="profile", runs=1)  # CUPTI starts
+        with roles.alone(self.rep, "profile"):
+            _, reply = served.call(inputs, expected, fseed, kind="profile", runs=3)
+        rows = [r for r in reply.profile_rows if _is_row(r)]
+        self.result.profile_table = _table(rows, 3, self.device)
+        if self.device != "cuda" or not rows:
+            return
+        vendor = self.req.allow_vendor_libraries
+        by_origin = {"own": 0.0, "torch": 0.0, "vendor": 0.0, "memory": 0.0}
+        foreign = []
+        for name, _, total_ms in rows:
+            origin = kernel_origin(name, vendor)
+            by_origin[origin] += total_ms
+            if origin in ("torch", "vendor"):
+                foreign.append(name[:120])
+        kernels = by_origin["own"] + by_origin["torch"] + by_origin["vendor"]
+        self.result.kernels = KernelSummary(
+            kernel_ms_per_call=sum(r[2] for r in rows) / 3,
+            own_ms=by_origin["own"] / 3,
+            torch_ms=by_origin["torch"] / 3,
+            vendor_ms=by_origin["vendor"] / 3,
+            own_share=by_origin["own"] / kernels if kernels > 0 else None,
+            foreign=foreign[:5],
+        )
+
+    def _baselines(self) -> None:
+        """Time the wanted baselines through runners serving the task's own Model."""
+        req = self.req
+        solution = self.work / "baseline_solution"
+        solution.mkdir(exist_ok=True)
+        source = Path(req.header.task_path).read_text()
+        (solution / "model_new.py").write_text(source.rstrip() + "\n\n\nModelNew = Model\n")
+        seed = secrets.randbits(62)
+        inputs = make_inputs(self.task, seed, self.device, "as_is")
+        expected, _, _ = self._reference(inputs, forward_seed(seed))
+        for name in req.baselines:
+            self.rep.enter(f"baseline:{name}")
+            try:
+                served = self._serve(
+                    str(solution),
+                    None,
+                    banned=False,
+                    compile_model=name == "compile",
+                    role=f"{name} baseline",
+                    budget_s=req.baseline_timeout_s,
+                )
+            except (CandidateFailed, RunnerFailed) as exc:
+                self.result.baselines[name] = BaselineResult(error=str(exc)[:2000])
+                continue
+            try:
+                served.call(inputs, expected, forward_seed(seed))  # compiles, off the timer
+                with roles.alone(self.rep, f"baseline:{name}"):
+                    timing, _ = self._time(served, expected, recheck=False)
+                self.result.baselines[name] = BaselineResult(timing=timing)
+            except (CandidateFailed, RunnerFailed) as exc:
+                self.result.baselines[name] = BaselineResult(error=str(exc)[:2000])
+            finally:
+                served.link.close()
+
+
+def _is_row(row) -> bool:
+    return (
+        len(row) == 3
+        and isinstance(row[0], str)
+        and type(row[1]) is int
+        and type(row[2]) is float
+        and row[2] >= 0
+    )
+
+
+def _table(rows: list, runs: int, device: str, top: int = 12) -> str:
+    if not rows:
+        return "(the profiler recorded no device activity)"
+    grand = sum(r[2] for r in rows) or 1.0
+    kind = "GPU kernel" if device == "cuda" else "CPU operator"
+    lines = [f"{'share':>6}  {'total ms':>9}  {'calls':>5}  {kind} (over {runs} calls)"]
+    for name, count, total_ms in rows[:top]:
+        short = name if len(name) <= 90 else name[:87] + "..."
+        lines.append(f"{100 * total_ms / grand:5.1f}%  {total_ms:9.3f}  {count:5d}  {short}")
+    if len(rows) > top:
+        rest = sum(r[2] for r in rows[top:])
+        lines.append(f"{100 * rest / grand:5.1f}%  {rest:9.3f}  {'':5}  ({len(rows) - top} more)")
+    return "\n".join(lines)
+
+
+def _clone(inputs: list) -> list:
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _to_double(inputs: list) -> list:
+    return [
+        x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs
+    ]
+
+
+def run_candidate(req: CandidateRequest, rep: roles.Reporter) -> CandidateResult:
+    """The `candidate` role: judge the solution, return what was decided."""
+    return Driver(req, rep).run()

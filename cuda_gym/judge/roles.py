@@ -1,0 +1,198 @@
+"""What every trusted worker role shares: its progress reporter, the device gate, numerics.
+
+The roles (cuda_gym.judge.worker dispatches them): `build` (cuda_gym.judge.build), `probe`
+(cuda_gym.judge.probe) and `candidate` (cuda_gym.judge.driver, which serves the candidate's
+untrusted runner). Each writes its stage to `<result_path>.stage` and its result to
+`result_path`, where the judge reads them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+
+STAGE_FILE_SUFFIX = ".stage"
+
+
+class Reporter:
+    """Writes the worker's progress (stage) and final result where the parent reads them."""
+
+    def __init__(self, result_path: str) -> None:
+        self.result_path = Path(result_path)
+        self.stage_path = self.result_path.with_suffix(STAGE_FILE_SUFFIX)
+        self.stage = "start"
+        self.started = time.monotonic()
+        self.stage_s: dict[str, float] = {}
+
+    def enter(self, stage: str) -> None:
+        """Close the current stage and enter `stage`."""
+        self._close_stage()
+        self.stage = stage
+        self.stage_path.write_text(stage)
+
+    def _close_stage(self) -> None:
+        now = time.monotonic()
+        self.stage_s[self.stage] = round(self.stage_s.get(self.stage, 0.0) + now - self.started, 4)
+        self.started = now
+
+    def finish(self, result: dict) -> None:
+        """Write `result` (a dict) with the stage, stage times and peak memory added."""
+        self._close_stage()
+        result.setdefault("stage", self.stage)
+        result.setdefault("stage_s", self.stage_s)
+        result.setdefault("device_peak", device_peak())
+        tmp = self.result_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result))
+        tmp.replace(self.result_path)
+
+
+def device_peak() -> dict | None:
+    """The most GPU memory PyTorch's allocator held in this process, or None.
+
+    "allocated": bytes in tensors; "reserved": bytes taken from the driver (what other processes
+    lose). None where the process never used CUDA. The CUDA context (some hundred MiB) is not
+    counted.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        if not torch.cuda.is_initialized():
+            return None
+        return {
+            "allocated": int(torch.cuda.max_memory_allocated()),
+            "reserved": int(torch.cuda.max_memory_reserved()),
+        }
+    except Exception:  # a broken CUDA state: the result matters more than this figure
+        return None
+
+
+# This worker's DeviceGate (cuda_gym.runtime.device_gate), when the judge asked for one: held
+# shared for the worker's whole device work, alone while it times or profiles.
+_GATE = None
+
+
+def open_gate(header, rep: Reporter):
+    """Enter the device's gate (shared) if `header` (a WorkerHeader) asks for it; a context."""
+    global _GATE
+    if not header.device_gate:
+        return contextlib.nullcontext()
+    from cuda_gym.runtime.device_gate import DeviceGate, device_identity
+
+    name = device_identity(header.device)  # imports torch (stage "start")
+    rep.enter("gate")
+    _GATE = DeviceGate(name)
+    # A rerun after running out of memory has the device to itself throughout.
+    return _GATE.exclusive() if header.gate_alone else _GATE.shared()
+
+
+@contextlib.contextmanager
+def _gate_hold(rep: Reporter, stage: str, hold):
+    """Run the block in `stage` under another hold of the gate, `hold(_GATE)`; then back.
+
+    Every wait for the gate, including retaking the previous hold afterwards (another timer
+    may be queued by then), is in stage "gate", where the parent stops the worker's clock.
+    """
+    if _GATE is None:
+        rep.enter(stage)
+        yield
+        return
+    rep.enter("gate")
+    try:
+        with hold(_GATE):
+            rep.enter(stage)
+            try:
+                yield
+            finally:
+                rep.enter("gate")
+    finally:
+        rep.enter(stage)
+
+
+def alone(rep: Reporter, stage: str):
+    """Hold the device alone (waiting in stage "gate"), then run the block in `stage`."""
+    return _gate_hold(rep, stage, lambda gate: gate.exclusive())
+
+
+def off_device(rep: Reporter, stage: str):
+    """Run a block of host-only work in `stage` without holding the gate (DeviceGate.outside)."""
+    return _gate_hold(rep, stage, lambda gate: gate.outside())
+
+
+def pin_numerics() -> dict:
+    """Full fp32 in this process (no TF32); returns the settings as recorded."""
+    import torch
+
+    # Baselines and candidates run in full fp32: no TF32 in cuBLAS or cuDNN.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    return {
+        "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+    }
+
+
+def import_file(name: str, path: str):
+    """Import the file at `path` as module `name`."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def as_list(out) -> list:
+    """A forward's result as a list of outputs."""
+    if isinstance(out, (list, tuple)):
+        return list(out)
+    return [out]
+
+
+def short_traceback(exc: BaseException, keep: int = 12) -> str:
+    """The exception in one line (what a reader needs first), then the end of its traceback."""
+    message = next((line for line in str(exc).splitlines() if line.strip()), "")
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    text = "".join(lines[-keep:])
+    return f"{type(exc).__name__}: {message[:300]}\n{text[-4000:]}"
+
+
+def device_name(device: str) -> str:
+    """The GPU's name, or the CPU's."""
+    import torch
+
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    return platform.processor() or platform.machine()
+
+
+def gpu_state(device: str) -> dict | None:
+    """Clocks, temperature and power from NVML (through torch), when available."""
+    import torch
+
+    if device != "cuda":
+        return None
+    state = {}
+    for key, name in (
+        ("sm_clock_mhz", "clock_rate"),
+        ("temperature_c", "temperature"),
+        ("power_mw", "power_draw"),
+        ("utilization_pct", "utilization"),
+    ):
+        try:
+            state[key] = getattr(torch.cuda, name)()
+        except Exception:  # NVML missing, not permitted, or an older torch: keep what works
+            state[key] = None
+    return state
+
+
+def runner_env() -> dict[str, str]:
+    """The environment of an untrusted runner: the driver's own (set by the judge)."""
+    return dict(os.environ)

@@ -1,0 +1,481 @@
+"""The untrusted runner: loads a solution's ModelNew and serves calls for the trusted driver.
+
+Run only by `cuda_gym.judge.driver` (through `cuda_gym.judge.untrusted.launch_untrusted`) as
+`python -I runner.py FD`, FD being its end of a Unix socket. It imports torch and the standard
+library, never a module of `cuda_gym`: nothing of the judge (timer, reference, task, trial seeds,
+comparison) exists in this process for candidate code to reach. It holds no trial input before
+the call that uses it: the driver hands each call's inputs over with the call. Its replies are
+JSON whose fields mirror `cuda_gym.judge.protocol` (RunnerReady, CallReply); the driver decodes
+them strictly and trusts none of them: what the runner measures or reports can only reject.
+
+Messages (driver -> runner): RunnerInit, then "share" (CUDA: the driver's input and output
+buffers through CUDA IPC, once per layout), "call" / "null" / "profile" CallRequests, "exit".
+"""
+
+import array
+import contextlib
+import importlib.util
+import json
+import mmap
+import os
+import pickle
+import socket
+import sys
+import time
+import traceback
+import types
+
+MAX_MESSAGE_BYTES = 1 << 20
+# The binder of kernel-only workspaces (copied beside kernels_ext; launch.py in older builds).
+PLAIN_LAUNCHERS = ("kernels_launch.py", "launch.py")
+MAX_FDS = 2
+ERROR_CHARS = 4000
+
+
+def _send(sock, message) -> None:
+    data = json.dumps(message).encode()
+    if len(data) > MAX_MESSAGE_BYTES:
+        data = json.dumps({**message, "error": "reply too large", "violations": []}).encode()
+    sock.sendall(data)
+
+
+def _receive(sock):
+    """(message dict, fds) or (None, []) once the driver has gone."""
+    fds = array.array("i")
+    data, ancdata, _, _ = sock.recvmsg(MAX_MESSAGE_BYTES, socket.CMSG_LEN(MAX_FDS * fds.itemsize))
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    if not data:
+        return None, []
+    return json.loads(data), list(fds)
+
+
+def _short_traceback(exc: BaseException, keep: int = 12) -> str:
+    message = next((line for line in str(exc).splitlines() if line.strip()), "")
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    text = "".join(lines[-keep:])
+    return f"{type(exc).__name__}: {message[:300]}\n{text[-ERROR_CHARS:]}"
+
+
+def _import_file(name: str, path: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _pin_numerics(torch) -> None:
+    # Full fp32, as the reference: no TF32 in cuBLAS or cuDNN.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+class _Ban:
+    """A dispatch mode refusing aten ops outside `allowed`, plus host escapes of tensor data.
+
+    `Tensor.numpy`, `tolist` and `__array__` do not reach the dispatcher: while forward runs
+    they are replaced by functions that record a violation and raise (NumPy or Python
+    arithmetic on the data is compute done by no kernel of the candidate's).
+    """
+
+    HOST_ESCAPES = ("numpy", "tolist", "__array__")
+
+    def __init__(self, torch, allowed: set) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        violations: list[str] = []
+        self.violations = violations
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                name = func._schema.name
+                converts = (
+                    name == "aten::copy_"
+                    and isinstance(args[1], torch.Tensor)
+                    and args[1].dtype != args[0].dtype
+                )
+                if name not in allowed or converts:
+                    if len(violations) < 20:
+                        violations.append(f"torch_fallback: {func} called inside ModelNew.forward")
+                    raise RuntimeError(
+                        f"PyTorch op {func} called inside ModelNew.forward: compute must be done"
+                        " by your own kernels (only allocation, views and copies are allowed)"
+                    )
+                return func(*args, **(kwargs or {}))
+
+        self.mode = Mode()
+        self.tensor = torch.Tensor
+        self.saved = {name: getattr(torch.Tensor, name) for name in self.HOST_ESCAPES}
+
+    def _refuse(self, name: str):
+        def refused(*args, **kwargs):
+            if len(self.violations) < 20:
+                self.violations.append(
+                    f"torch_fallback: Tensor.{name} called inside ModelNew.forward (tensor data"
+                    " taken to the host for NumPy or Python arithmetic)"
+                )
+            raise RuntimeError(f"Tensor.{name} is not allowed inside ModelNew.forward")
+
+        return refused
+
+    @contextlib.contextmanager
+    def active(self):
+        for name in self.HOST_ESCAPES:
+            setattr(self.tensor, name, self._refuse(name))
+        try:
+            with self.mode:
+                yield
+        finally:
+            for name, fn in self.saved.items():
+                setattr(self.tensor, name, fn)
+
+
+class _OwnCalls:
+    """Counts calls into compiled extensions that are not part of torch (the candidate's own).
+
+    A profile hook on C calls made from Python during forward: a pybind11 function of a module
+    loaded from a shared object outside Python's and torch's directories is the candidate's, and
+    so is an entry point of a kernel-only workspace (its ctypes binder's `Entry.__call__`).
+    """
+
+    def __init__(self, torch) -> None:
+        # Python's own extension modules (lib-dynload, site-packages: math, _ctypes, torch) are
+        # not the solution's; its extensions are built into the judge's caches.
+        roots = {torch.__file__, sys.prefix, sys.base_prefix, sys.exec_prefix}
+        self.not_own = tuple(
+            os.path.join(os.path.realpath(os.path.dirname(r) if r.endswith(".py") else r), "")
+            for r in roots
+        )
+        self.count = 0
+        self._known: dict[int, bool] = {}
+
+    def _own(self, fn) -> bool:
+        key = id(fn)
+        if key not in self._known:
+            self._known[key] = self._is_own(fn)
+        return self._known[key]
+
+    def _is_own(self, fn) -> bool:
+        owner = getattr(fn, "__self__", None)
+        if type(owner).__name__.startswith("pybind11_"):
+            # A pybind11 function (its __self__ is a record) names its module; load_inline's
+            # modules are not in sys.modules, torch's own pybind11 functions are.
+            module = sys.modules.get(getattr(fn, "__module__", None) or "")
+            path = getattr(module, "__file__", None) if module is not None else None
+            return not (isinstance(path, str) and os.path.realpath(path).startswith(self.not_own))
+        path = getattr(owner, "__file__", None) if type(owner).__name__ == "module" else None
+        return bool(
+            isinstance(path, str)
+            and path.endswith(".so")
+            and not os.path.realpath(path).startswith(self.not_own)
+        )
+
+    def _hook(self, frame, event, arg) -> None:
+        if event == "c_call" and self._own(arg):
+            self.count += 1
+        elif (
+            event == "call"
+            and frame.f_code.co_name == "__call__"
+            and os.path.basename(frame.f_code.co_filename) in PLAIN_LAUNCHERS
+        ):
+            # A kernel-only workspace's extern "C" entry point (called through ctypes).
+            self.count += 1
+
+    @contextlib.contextmanager
+    def active(self):
+        sys.setprofile(self._hook)
+        try:
+            yield
+        finally:
+            sys.setprofile(None)
+
+
+def _plain(value) -> bool:
+    return value is None or type(value) in (bool, int, float)
+
+
+def _thread_ids() -> set:
+    try:
+        return {int(t) for t in os.listdir("/proc/self/task")}
+    except OSError:
+        return set()
+
+
+class Runner:
+    """Serves one model: ModelNew from a solution, or a task's own Model for baselines."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.torch = None
+        self.model = None
+        self.device = "cpu"
+        self.ban = None
+        self.own_calls = None
+        self.shared_inputs: list = []
+        self.shared_outputs: list = []
+
+    # -- set-up ---------------------------------------------------------------------------------
+
+    def load(self, init: dict) -> dict:
+        """Build the served model from a RunnerInit; the RunnerReady reply."""
+        import torch
+
+        self.torch = torch
+        self.device = init["device"]
+        _pin_numerics(torch)
+        saved = torch.load(init["init_path"], weights_only=True)
+        init_args, weights = saved["init_args"], saved["weights"]
+        if init["module_dir"]:
+            sys.path.insert(0, init["module_dir"])
+        if init["banned"]:  # before any candidate code runs, which could change `init`
+            self.ban = _Ban(torch, set(init["allowed_ops"]))
+            self.own_calls = _OwnCalls(torch)
+        try:
+            solution = _import_file("model_new", os.path.join(init["solution_dir"], "model_new.py"))
+            model_cls = getattr(solution, "ModelNew", None)
+            if model_cls is None:
+                raise AttributeError("model_new.py defines no class ModelNew")
+            torch.manual_seed(init["init_seed"])
+            model = model_cls(*init_args)
+            missing = []
+            if isinstance(model, torch.nn.Module):
+                model = model.to(self.device)
+                own = model.state_dict()
+                copied = {k: v for k, v in weights.items() if k in own and own[k].shape == v.shape}
+                model.load_state_dict(copied, strict=False)
+                missing = sorted(set(weights) - set(copied))
+            if init["compile_model"]:
+                model = torch.compile(model)
+        except BaseException as exc:  # the solution's failure: reported, never raised
+            text = _short_traceback(exc)
+            failed = "Error building extension" in text or "ninja" in text.lower()
+            return {"error": text, "build_failed": failed, "weights_not_copied": []}
+        self.model = model
+        return {"error": None, "build_failed": False, "weights_not_copied": missing}
+
+    # -- calls ----------------------------------------------------------------------------------
+
+    def _buffer(self, fd: int, size: int):
+        if size == 0:
+            os.close(fd)
+            return None
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        mapped = mmap.mmap(fd, size, flags=flags)
+        os.close(fd)
+        return self.torch.frombuffer(mapped, dtype=self.torch.uint8)
+
+    def _place(self, buf, spec: dict):
+        torch = self.torch
+        if not spec["dtype"]:
+            return spec["value"]
+        dtype = getattr(torch, spec["dtype"])
+        numel = 1
+        for d in spec["shape"]:
+            numel *= d
+        if numel == 0:
+            return torch.empty(spec["shape"], dtype=dtype)
+        nbytes = numel * dtype.itemsize
+        return buf[spec["offset"] : spec["offset"] + nbytes].view(dtype).view(spec["shape"])
+
+    def _sync(self) -> None:
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+
+    def call(self, req: dict, fds: list) -> dict:
+        """Serve one CallRequest; the CallReply."""
+        torch = self.torch
+        reply = {
+            "call_id": req["call_id"],
+            "error": None,
+            "violations": [],
+            "values": [],
+            "own_calls": 0,
+            "profile_rows": [],
+        }
+        if req["kind"] == "null":
+            self._sync()
+            for fd in fds:
+                os.close(fd)
+            return reply
+        if self.device == "cuda":
+            args = [
+                spec["value"] if not spec["dtype"] else self.shared_inputs[k]
+                for k, spec in enumerate(req["inputs"])
+            ]
+            slots = self.shared_outputs
+        else:
+            in_buf = self._buffer(fds[0], req["input_bytes"])
+            out_buf = self._buffer(fds[1], req["output_bytes"])
+            args = [self._place(in_buf, spec) for spec in req["inputs"]]
+            slots = [self._place(out_buf, spec) for spec in req["outputs"]]
+        if req["kind"] == "profile":
+            reply["profile_rows"] = self.profile(args, req["profile_runs"])
+            return reply
+        threads_before = _thread_ids()
+        own_before = self.own_calls.count if self.own_calls else 0
+        try:
+            torch.manual_seed(req["forward_seed"])
+            with torch.no_grad(), self._guard(req.get("count_own_calls", False)):
+                out = self.model(*args)
+            self._sync()
+        except BaseException as exc:  # the candidate's failure: reported, the runner goes on
+            reply["error"] = _short_traceback(exc)
+            reply["violations"] = self._violations()
+            return reply
+        outputs = list(out) if isinstance(out, (list, tuple)) else [out]
+        started = _thread_ids() - threads_before
+        reply["own_calls"] = (self.own_calls.count - own_before) if self.own_calls else 0
+        reply["violations"] = self._violations() + self._output_violations(outputs, args)
+        reply["values"], reply["error"] = self._deliver(outputs, req["outputs"], slots)
+        self._sync()
+        if started:
+            time.sleep(0.05)
+            if started - _thread_ids():
+                reply["violations"].append(
+                    "async_work: ModelNew.forward started a host thread that outlived the call"
+                )
+        return reply
+
+    def _guard(self, count_own_calls: bool = False):
+        if self.ban is None:
+            return contextlib.nullcontext()
+        stack = contextlib.ExitStack()
+        if count_own_calls:
+            stack.enter_context(self.own_calls.active())
+        stack.enter_context(self.ban.active())
+        return stack
+
+    def _violations(self) -> list:
+        if self.ban is None:
+            return []
+        found, self.ban.violations[:] = list(self.ban.violations), []
+        return found
+
+    def _output_violations(self, outputs: list, args: list) -> list:
+        torch = self.torch
+        found = []
+        spans = []
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.numel():
+                start = a.untyped_storage().data_ptr()
+                spans.append((start, start + a.untyped_storage().nbytes()))
+        for o in outputs:
+            if isinstance(o, torch.Tensor) and type(o) is not torch.Tensor:
+                found.append(f"output_type: output is a {type(o).__name__}, not a plain Tensor")
+            elif isinstance(o, torch.Tensor) and o.numel():
+                lo = o.untyped_storage().data_ptr()
+                hi = lo + o.untyped_storage().nbytes()
+                if any(lo < a_hi and a_lo < hi for a_lo, a_hi in spans):
+                    found.append("output_alias: an output shares memory with an input")
+            elif not isinstance(o, torch.Tensor) and not _plain(o):
+                found.append(f"output_type: output is a {type(o).__name__}, not a plain Tensor")
+        return found
+
+    def _deliver(self, outputs: list, specs: list, slots: list):
+        """Copy the outputs into the driver's slots: (non-tensor values, error or None)."""
+        torch = self.torch
+        values = []
+        if len(outputs) != len(specs):
+            return [], f"forward returned {len(outputs)} outputs, the reference {len(specs)}"
+        for k, (o, spec, slot) in enumerate(zip(outputs, specs, slots)):
+            if not spec["dtype"]:
+                values.append(o if _plain(o) else None)
+                continue
+            values.append(None)
+            if type(o) is not torch.Tensor:
+                return values, f"output {k} is a {type(o).__name__}, the reference's a Tensor"
+            dtype = str(o.dtype).removeprefix("torch.")
+            if list(o.shape) != spec["shape"] or dtype != spec["dtype"]:
+                return values, (
+                    f"output {k} has shape {tuple(o.shape)} and dtype {o.dtype}; the reference's"
+                    f" {tuple(spec['shape'])} and {spec['dtype']}"
+                )
+            if o.device.type != self.device:
+                return values, f"output {k} is on {o.device}, not on {self.device}"
+            if o.numel():
+                slot.copy_(o)
+        return values, None
+
+    def profile(self, args: list, runs: int) -> list:
+        """[name, calls, total ms] of the top kernels (operators on the CPU) over `runs` calls."""
+        torch = self.torch
+        on_cuda = self.device == "cuda"
+        calls = [
+            [a.clone() if isinstance(a, torch.Tensor) else a for a in args] for _ in range(runs)
+        ]
+        self._sync()
+        with (
+            torch.no_grad(),
+            torch.autograd.profiler.profile(
+                use_cpu=True, use_device="cuda" if on_cuda else None, use_kineto=True
+            ) as prof,
+        ):
+            for call_args in calls:
+                # On the CPU a range around the whole call (on CUDA it would become a GPU-side
+                # annotation, summed with the kernels inside it).
+                whole = (
+                    contextlib.nullcontext()
+                    if on_cuda
+                    else torch.autograd.profiler.record_function("ModelNew.forward (whole call)")
+                )
+                with whole, self._guard():
+                    self.model(*call_args)
+            self._sync()
+        self._violations()  # the correctness calls reported them
+        rows = []
+        for evt in prof.key_averages():
+            if on_cuda:
+                total_us = getattr(evt, "self_device_time_total", 0) or 0
+                if total_us <= 0 or evt.device_type != torch.autograd.DeviceType.CUDA:
+                    continue
+            else:
+                total_us = evt.self_cpu_time_total
+                if total_us <= 0:
+                    continue
+            rows.append([str(evt.key)[:300], int(evt.count), float(total_us) / 1e3])
+        rows.sort(key=lambda r: r[2], reverse=True)
+        return rows[:200]
+
+    def share(self, message: dict) -> None:
+        """CUDA: rebuild the driver's input and output buffers from their IPC handles."""
+        import torch.multiprocessing  # noqa: F401  (registers the CUDA tensor reductions)
+
+        # The driver is trusted: its pickles hold torch's own rebuild functions only.
+        self.shared_inputs = pickle.loads(bytes.fromhex(message["inputs"]))
+        self.shared_outputs = pickle.loads(bytes.fromhex(message["outputs"]))
+
+
+def main() -> None:
+    """Entry point: `python -I runner.py FD` (only the driver starts it)."""
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    # The runner's own module is not left where candidate code looks first (sys.modules); its
+    # functions keep their globals. (Within one process this only raises the bar: see
+    # cuda_gym.judge.driver on what the runner's reports are worth.)
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    runner = Runner(sock)
+    init, _ = _receive(sock)
+    if init is None:
+        os._exit(0)
+    ready = runner.load(init)
+    _send(sock, ready)
+    if ready["error"] is not None:
+        os._exit(0)
+    while True:
+        message, fds = _receive(sock)
+        if message is None or message.get("kind") == "exit":
+            break
+        if message.get("kind") == "share":
+            runner.share(message)
+            _send(sock, {"shared": True})
+            continue
+        _send(sock, runner.call(message, fds))
+    sys.stdout.flush()
+    # Skip interpreter teardown: a candidate's extension may crash in static destructors.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,243 @@
+"""Start and talk to the untrusted runner (cuda_gym.judge.runner) from the trusted driver.
+
+`launch_untrusted` is the one place where a process that runs candidate code is started by the
+driver: the OS sandbox (cuda_gym.runtime.sandbox) wraps it there. `RunnerLink` is
+the driver's end of the socket: it sends requests, receives replies under the runner's time
+budget, and turns a dead, hung or misbehaving runner into `RunnerFailed` (the candidate's
+failure, never the judge's).
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cuda_gym.errors import SandboxError
+from cuda_gym.judge.protocol import CallReply, ProtocolError, RunnerReady, decode
+from cuda_gym.runtime.sandbox import (
+    SandboxSpec,
+    build_plan,
+    failure_message,
+    sandbox_argv,
+    sandbox_env,
+)
+
+RUNNER_PATH = Path(__file__).with_name("runner.py")
+MAX_MESSAGE_BYTES = 1 << 20
+SOCKET_BUFFER_BYTES = 4 << 20
+LOG_TAIL_CHARS = 1500
+
+
+class RunnerFailed(Exception):
+    """The runner crashed, ran out of time, or broke the protocol: the candidate's failure."""
+
+
+def runner_sandbox(
+    scratch: Path,
+    device: str,
+    readable: tuple[str, ...],
+    data_bytes: int | None,
+    budget_s: float,
+) -> SandboxSpec:
+    """The OS sandbox of one runner: `scratch` its only writable directory.
+
+    It reads the solution, the built extension and the driver's init file (`readable`); it
+    writes nothing of the driver's: the driver's own files (its result, its stage) are outside
+    its view. CPU time: every core busy for the whole budget.
+    """
+    return SandboxSpec(
+        scratch=scratch,
+        device=device,
+        readable=readable,
+        data_bytes=data_bytes,
+        cpu_s=budget_s * (os.cpu_count() or 1) + 60,
+    )
+
+
+def launch_untrusted(
+    argv: list[str],
+    work_dir: Path,
+    env: dict[str, str],
+    pass_fds: tuple[int, ...],
+    sandbox: SandboxSpec | None,
+) -> subprocess.Popen:
+    """Start a process that runs candidate code, in its own session, logging to work_dir.
+
+    With a `sandbox` spec, the command confines itself first (cuda_gym.runtime.sandbox:
+    namespaces, a read-only view of the machine, seccomp, rlimits); without one it runs as the
+    judge's user (the development mode that every verdict flags as `unsandboxed`).
+    """
+    if sandbox is not None:
+        env = sandbox_env(env, sandbox)
+        argv = sandbox_argv(argv, build_plan(sandbox, env, work_dir))
+    log = open(work_dir / "runner.log", "wb")  # noqa: SIM115 (the child holds it)
+    try:
+        return subprocess.Popen(
+            argv,
+            cwd=work_dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            pass_fds=pass_fds,
+            start_new_session=True,
+        )
+    finally:
+        log.close()
+
+
+class RunnerLink:
+    """The driver's end of one runner: requests out, strictly decoded replies back.
+
+    Args:
+        work_dir: The runner's working directory (its log goes there).
+        env: The runner's environment.
+        budget_s: Seconds the runner may spend answering, all requests together.
+        role: Who runs in it, for messages ("candidate", "eager baseline", ...).
+        sandbox: The runner's OS sandbox (`runner_sandbox`), or None (unsandboxed).
+    """
+
+    def __init__(
+        self,
+        work_dir: Path,
+        env: dict[str, str],
+        budget_s: float,
+        role: str,
+        sandbox: SandboxSpec | None,
+    ) -> None:
+        self.work_dir = work_dir
+        self.budget_s = budget_s
+        self.spent_s = 0.0
+        self.role = role
+        self.stage = "load"
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        for sock in (ours, theirs):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
+        self.sock = ours
+        argv = [sys.executable, "-I", str(RUNNER_PATH), str(theirs.fileno())]
+        try:
+            self.proc = launch_untrusted(argv, work_dir, env, (theirs.fileno(),), sandbox)
+        finally:
+            theirs.close()
+
+    # -- messages -------------------------------------------------------------------------------
+
+    def send(self, message: dict, fds: tuple[int, ...] = ()) -> None:
+        """Send one message (with file descriptors, for the CPU's call buffers)."""
+        data = json.dumps(message).encode()
+        try:
+            if fds:
+                rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+                self.sock.sendmsg([data], rights)
+            else:
+                self.sock.sendall(data)
+        except OSError as exc:
+            raise self._failed(f"stopped listening ({exc.strerror})") from None
+
+    def receive(self) -> dict:
+        """The next reply as a dict, within what is left of the budget."""
+        left = self.budget_s - self.spent_s
+        if left <= 0:
+            raise self._timed_out()
+        self.sock.settimeout(left)
+        start = time.monotonic()
+        try:
+            data = self.sock.recv(MAX_MESSAGE_BYTES)
+        except TimeoutError:
+            self.spent_s += time.monotonic() - start
+            raise self._timed_out() from None
+        except OSError as exc:
+            raise self._failed(f"broke its connection ({exc.strerror})") from None
+        self.spent_s += time.monotonic() - start
+        if not data:
+            raise self._failed(None)
+        try:
+            return json.loads(data)
+        except ValueError:
+            raise self._failed("sent something that is not a message") from None
+
+    def start(self, init: dict) -> RunnerReady:
+        """Send the RunnerInit (a dict); the runner's RunnerReady."""
+        self.send(init)
+        return self._decode(RunnerReady, self.receive())
+
+    def call(self, message: dict, fds: tuple[int, ...] = ()) -> CallReply:
+        """One CallRequest (a dict) and its CallReply."""
+        self.send(message, fds)
+        reply = self._decode(CallReply, self.receive())
+        if reply.call_id != message["call_id"]:
+            raise self._failed("answered another call than the one asked")
+        return reply
+
+    def _decode(self, cls, data):
+        try:
+            return decode(cls, data)
+        except ProtocolError as exc:
+            raise self._failed(f"sent a malformed reply ({exc})") from None
+
+    # -- endings --------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Ask the runner to exit, then make sure its whole session is gone."""
+        try:
+            self.sock.sendall(json.dumps({"kind": "exit"}).encode())
+        except OSError:
+            pass
+        self.sock.close()
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        self._kill()
+
+    def _kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def _timed_out(self) -> RunnerFailed:
+        self._kill()
+        return RunnerFailed(
+            f"The {self.role} process timed out after {self.budget_s:.0f} s during stage "
+            f"'{self.stage}'.{self._log_tail()}"
+        )
+
+    def _failed(self, how: str | None) -> RunnerFailed:
+        if how is None:
+            try:
+                code = self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
+            refused = failure_message(code, self._log_tail()) if code is not None else None
+            if refused:  # the sandbox could not be set up: the machine's fault, not the code's
+                self._kill()
+                raise SandboxError(refused)
+            if code is None:
+                how = "closed its connection"
+            elif code < 0:
+                how = f"was killed by {signal.Signals(-code).name}"
+            else:
+                how = f"ended with exit status {code}"
+        self._kill()
+        return RunnerFailed(
+            f"The {self.role} process {how} during stage '{self.stage}'.{self._log_tail()}"
+        )
+
+    def _log_tail(self) -> str:
+        try:
+            tail = (self.work_dir / "runner.log").read_text(errors="replace").strip()
+        except OSError:
+            return ""
+        return "\n" + tail[-LOG_TAIL_CHARS:] if tail else ""

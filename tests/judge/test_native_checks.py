@@ -1,0 +1,93 @@
+"""Native-code checks: preprocessing before the scan, includes, and the symbol patterns."""
+
+import shutil
+import subprocess
+
+import pytest
+
+from cuda_gym.judge import native_checks
+from cuda_gym.judge.native_checks import include_violations, preprocess
+from cuda_gym.judge.static_checks import check_native_sources
+
+
+def test_backslash_newlines_are_joined_and_line_numbers_kept():
+    text = "int a;\nc10::impl::ExcludeDispatch\\\nKeyGuard g;\nint b;\n"
+    out = preprocess(text)
+    assert "ExcludeDispatchKeyGuard" in out
+    assert out.splitlines()[3] == "int b;"
+
+
+def test_comments_are_dropped_but_strings_kept():
+    out = preprocess('int a; /* at::cpu::add\n */ // DispatchKey\nconst char* s = "//x";\n')
+    assert "at::cpu" not in out and "DispatchKey" not in out
+    assert '"//x"' in out
+    assert out.count("\n") == 3
+
+
+def test_a_split_token_is_found_by_the_source_scan():
+    found = check_native_sources({"k.cpp": "at::c\\\npu::add(a, b);\n"})
+    assert [v.rule for v in found] == ["dispatcher_bypass"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '#include "/etc/passwd"',
+        "#include </abs/x.h>",
+        '#include "../../secret.h"',
+        '# include "a/../../b"',
+        "#include XSTR(c10/x.h)",
+    ],
+)
+def test_includes_outside_the_workspace_are_refused(line):
+    assert include_violations(preprocess(line + "\n"))
+
+
+@pytest.mark.parametrize(
+    "line", ["#include <torch/extension.h>", '#include "helpers.cuh"', '#include "sub/dir.h"']
+)
+def test_workspace_and_toolchain_includes_are_allowed(line):
+    assert include_violations(preprocess(line + "\n")) == []
+
+
+@pytest.mark.parametrize(
+    "symbol",
+    [
+        "at::cpu::sigmoid(at::Tensor const&)",
+        "at::native::add(at::Tensor const&, at::Tensor const&, c10::Scalar const&)",
+        "at::_ops::add_Tensor::redispatch(c10::DispatchKeySet, at::Tensor const&)",
+        "c10::impl::TorchDispatchModeTLS::pop_stack()",
+        "at::cuda::mm(at::Tensor const&, at::Tensor const&)",
+        "cblas_sgemm",
+        "sgemm_",
+        "dgesv_@LAPACK",
+    ],
+)
+def test_compute_below_the_dispatcher_is_a_bad_symbol(symbol):
+    assert native_checks._BELOW_DISPATCHER.search(symbol) or native_checks._BLAS.match(symbol)
+
+
+@pytest.mark.parametrize(
+    "symbol",
+    [
+        "at::_ops::empty_like::call(at::Tensor const&)",
+        "at::cuda::getCurrentCUDAStream(signed char)",
+        "c10::impl::ExcludeDispatchKeyGuard::ExcludeDispatchKeyGuard(c10::DispatchKeySet)",
+        "c10::detail::torchCheckFail(char const*, char const*, unsigned int, char const*)",
+        "expf@GLIBC_2.27",
+        "omp_get_num_threads@OMP_1.0",
+    ],
+)
+def test_what_every_extension_links_is_not_a_bad_symbol(symbol):
+    assert not native_checks._BELOW_DISPATCHER.search(symbol)
+    assert not native_checks._BLAS.match(symbol)
+
+
+@pytest.mark.skipif(not shutil.which("cc") or not shutil.which("nm"), reason="needs cc and nm")
+def test_symbol_violations_reads_a_real_shared_object(tmp_path):
+    src = tmp_path / "k.c"
+    src.write_text("void sgemm_(void);\nvoid f(void) { sgemm_(); }\n")
+    lib = tmp_path / "libk.so"
+    subprocess.run(["cc", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    found = native_checks.symbol_violations(lib)
+    assert len(found) == 1 and found[0].startswith("native_symbols:") and "sgemm_" in found[0]
