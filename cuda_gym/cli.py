@@ -3,7 +3,8 @@
 Usage (also `python -m cuda_gym ...`)::
 
     cuda-gym demo [--device auto|cuda|cpu] [--task ID] [--json]
-    cuda-gym judge TASK SOLUTION.py|WORKSPACE [--kernels DIR] [--device ...] [--mode ...] [--rules ...]
+    cuda-gym judge TASK SOLUTION.py|WORKSPACE [--kernels DIR] [--device ...] [--mode ...]
+                   [--rules external|env]
     cuda-gym tasks list [--source SOURCE] [--json]
     cuda-gym tasks show ID [--source SOURCE] [--device any|cuda|cpu]
     cuda-gym play --base-url URL --model NAME (--task ID | --tasks SOURCE) --episodes N --out DIR
