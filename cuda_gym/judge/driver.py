@@ -86,9 +86,14 @@ class Served:
         self.violations: list[str] = []
         self.own_calls = 0
 
-    def _share(self, message: dict) -> None:
-        self.link.send(message)
+    def _share(self, message: dict, fds: tuple[int, ...]) -> None:
+        self.link.send(message, fds)
         self.link.receive()
+
+    def close(self) -> None:
+        """Stop the runner, then free the call buffers lent to it."""
+        self.link.close()
+        self.handover.close()
 
     def call(self, inputs: list, expected: list, fseed: int, kind: str = "call", runs: int = 0):
         """Run one untimed call on `inputs` (the driver's, left pristine): (outputs, reply).
@@ -286,7 +291,7 @@ class Driver:
                 self.result.violations = served.violations + self.result.violations
                 return self._finish()
             finally:
-                served.link.close()
+                served.close()
             self.result.stage = "done"
             if req.timing and self.result.timing is not None:
                 self._baselines()
@@ -470,7 +475,7 @@ class Driver:
             except (CandidateFailed, RunnerFailed) as exc:
                 self.result.baselines[name] = BaselineResult(error=str(exc)[:2000])
             finally:
-                served.link.close()
+                served.close()
 
 
 def _is_row(row) -> bool:

@@ -7,19 +7,20 @@ and compares the inputs with its pristine copy.
 
 - CPU: two fresh memfds per call (inputs, outputs), passed with the call's message: the runner
   has no view of a call's inputs before the call starts.
-- CUDA: buffers allocated once per layout and shared once through CUDA IPC, rewritten by the
-  driver before every call (the driver's L2 flush then runs between the write and the call).
+- CUDA: buffers allocated once per layout with CUDA's virtual memory API and lent to the
+  runner once as file descriptors (cuda_gym.judge.device_share: legacy CUDA IPC does not cross
+  the sandbox's PID namespace), rewritten by the driver before every call (the driver's L2
+  flush then runs between the write and the call).
 """
 
 from __future__ import annotations
 
 import mmap
 import os
-from multiprocessing.reduction import ForkingPickler
 
 import torch
-import torch.multiprocessing  # noqa: F401  (registers CUDA IPC reductions with ForkingPickler)
 
+from cuda_gym.judge.device_share import SharedDeviceBuffer
 from cuda_gym.judge.output_checks import bitwise_equal
 
 ALIGN = 64
@@ -81,8 +82,8 @@ class Handover:
 
     Args:
         device: "cuda" or "cpu".
-        share: On CUDA, sends the IPC handles of newly allocated buffers to the runner (a
-            callable taking the "share" message).
+        share: On CUDA, lends newly allocated buffers to the runner: a callable taking the
+            "share" message and the buffers' file descriptors (it closes nothing).
     """
 
     def __init__(self, device: str, share) -> None:
@@ -94,6 +95,7 @@ class Handover:
         self._fds: list[int] = []
         self._pristine: list = []
         self._out_specs: list[dict] = []
+        self._device_buffers: list[SharedDeviceBuffer] = []
 
     def prepare(self, inputs: list, expected: list) -> tuple[dict, tuple[int, ...]]:
         """Write `inputs`, poison the slots shaped like `expected`: (message fields, fds).
@@ -108,7 +110,7 @@ class Handover:
         self._out_specs = out_specs
         fields = {"inputs": in_specs, "outputs": out_specs}
         if self.device == "cuda":
-            self._prepare_device(inputs, in_specs, out_specs)
+            self._prepare_device(inputs, in_specs, out_specs, in_bytes, out_bytes)
             return fields, ()
         in_fd, in_buf = _host_buffer(in_bytes)
         out_fd, out_buf = _host_buffer(out_bytes)
@@ -123,31 +125,34 @@ class Handover:
         fields.update(input_bytes=in_bytes, output_bytes=out_bytes)
         return fields, (in_fd, out_fd)
 
-    def _prepare_device(self, inputs: list, in_specs: list, out_specs: list) -> None:
+    def _prepare_device(
+        self, inputs: list, in_specs: list, out_specs: list, in_bytes: int, out_bytes: int
+    ) -> None:
         key = (
             tuple((tuple(s["shape"]), s["dtype"]) for s in in_specs),
             tuple((tuple(s["shape"]), s["dtype"]) for s in out_specs),
         )
         if key != self._key:
-            self._inputs = [
-                torch.empty(s["shape"], dtype=getattr(torch, s["dtype"]), device="cuda")
-                if s["dtype"]
-                else None
-                for s in in_specs
-            ]
-            self._outputs = [
-                torch.empty(s["shape"], dtype=getattr(torch, s["dtype"]), device="cuda")
-                if s["dtype"]
-                else None
-                for s in out_specs
-            ]
-            self.share(
-                {
-                    "kind": "share",
-                    "inputs": bytes(ForkingPickler.dumps(self._inputs)).hex(),
-                    "outputs": bytes(ForkingPickler.dumps(self._outputs)).hex(),
-                }
-            )
+            self.close()
+            self._device_buffers = [SharedDeviceBuffer(in_bytes), SharedDeviceBuffer(out_bytes)]
+            in_buf, out_buf = (b.tensor for b in self._device_buffers)
+            self._inputs = [_view(in_buf, s) if s["dtype"] else None for s in in_specs]
+            self._outputs = [_view(out_buf, s) if s["dtype"] else None for s in out_specs]
+            fds = [b.export_fd() for b in self._device_buffers]
+            try:
+                self.share(
+                    {
+                        "kind": "share",
+                        "input_bytes": in_bytes,
+                        "output_bytes": out_bytes,
+                        "input_alloc": self._device_buffers[0].size,
+                        "output_alloc": self._device_buffers[1].size,
+                    },
+                    tuple(fds),
+                )
+            finally:
+                for fd in fds:
+                    os.close(fd)
             self._key = key
         for buf, x in zip(self._inputs, inputs):
             if isinstance(x, torch.Tensor):
@@ -171,6 +176,14 @@ class Handover:
         )
         self.release()
         return outputs, mutated
+
+    def close(self) -> None:
+        """Free the CUDA buffers (the runner keeps its own mapping until it exits)."""
+        self._inputs, self._outputs = [], []
+        for buf in self._device_buffers:
+            buf.close()
+        self._device_buffers = []
+        self._key = None
 
     def release(self) -> None:
         """Close this call's host buffers (CUDA buffers stay for the next call)."""

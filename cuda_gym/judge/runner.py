@@ -9,16 +9,17 @@ JSON whose fields mirror `cuda_gym.judge.protocol` (RunnerReady, CallReply); the
 them strictly and trusts none of them: what the runner measures or reports can only reject.
 
 Messages (driver -> runner): RunnerInit, then "share" (CUDA: the driver's input and output
-buffers through CUDA IPC, once per layout), "call" / "null" / "profile" CallRequests, "exit".
+buffers as two file descriptors of CUDA virtual memory, once per layout; see
+cuda_gym/judge/device_share.py), "call" / "null" / "profile" CallRequests, "exit".
 """
 
 import array
 import contextlib
+import ctypes
 import importlib.util
 import json
 import mmap
 import os
-import pickle
 import socket
 import sys
 import time
@@ -204,6 +205,78 @@ def _thread_ids() -> set:
         return set()
 
 
+class _ImportedBuffer:
+    """A GPU buffer of the driver's, imported from its file descriptor and mapped here.
+
+    The importing half of cuda_gym/judge/device_share.py (this module imports no judge module):
+    `cuMemImportFromShareableHandle` on the descriptor, then reserve, map and enable access.
+    """
+
+    def __init__(self, torch, fd: int, nbytes: int, alloc_bytes: int) -> None:
+        torch.empty(1, device="cuda")  # the primary context is current in this thread
+        self.cuda = cuda = ctypes.CDLL("libcuda.so.1")
+        u64 = ctypes.c_uint64
+        cuda.cuMemImportFromShareableHandle.argtypes = [
+            ctypes.POINTER(u64),
+            ctypes.c_void_p,
+            ctypes.c_int,
+        ]
+        size_t = ctypes.c_size_t
+        cuda.cuMemAddressReserve.argtypes = [ctypes.POINTER(u64), size_t, size_t, u64, u64]
+        cuda.cuMemMap.argtypes = [u64, ctypes.c_size_t, ctypes.c_size_t, u64, u64]
+        cuda.cuMemSetAccess.argtypes = [u64, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
+        cuda.cuMemUnmap.argtypes = [u64, ctypes.c_size_t]
+        cuda.cuMemAddressFree.argtypes = [u64, ctypes.c_size_t]
+        cuda.cuMemRelease.argtypes = [u64]
+        self.handle = u64(0)
+        self.ptr = u64(0)
+        self.size = alloc_bytes  # the whole allocation, a multiple of its granularity
+        try:
+            self._check(
+                cuda.cuMemImportFromShareableHandle(ctypes.byref(self.handle), fd, 1),
+                "cuMemImportFromShareableHandle",
+            )
+        finally:
+            os.close(fd)
+        device = torch.cuda.current_device()
+        # CUmemLocation {type DEVICE = 1, id}; CUmemAccessDesc {location, flags READWRITE = 3}.
+        access = (ctypes.c_int * 3)(1, device, 3)
+        self._check(
+            cuda.cuMemAddressReserve(ctypes.byref(self.ptr), self.size, 0, 0, 0),
+            "cuMemAddressReserve",
+        )
+        self._check(cuda.cuMemMap(self.ptr.value, self.size, 0, self.handle.value, 0), "cuMemMap")
+        self._check(
+            cuda.cuMemSetAccess(self.ptr.value, self.size, ctypes.byref(access), 1),
+            "cuMemSetAccess",
+        )
+        view = types.SimpleNamespace(
+            __cuda_array_interface__={
+                "shape": (max(1, nbytes),),
+                "typestr": "|u1",
+                "data": (self.ptr.value, False),
+                "version": 3,
+                "strides": None,
+                "stream": None,
+            }
+        )
+        self.tensor = torch.as_tensor(view, device="cuda")
+
+    @staticmethod
+    def _check(result: int, what: str) -> None:
+        if result != 0:
+            raise RuntimeError(f"{what} failed with CUDA driver error {result}")
+
+    def close(self, torch) -> None:
+        self.tensor = None
+        torch.cuda.synchronize()
+        if self.ptr.value:
+            self.cuda.cuMemUnmap(self.ptr.value, self.size)
+            self.cuda.cuMemAddressFree(self.ptr.value, self.size)
+        if self.handle.value:
+            self.cuda.cuMemRelease(self.handle.value)
+
+
 class Runner:
     """Serves one model: ModelNew from a solution, or a task's own Model for baselines."""
 
@@ -214,8 +287,7 @@ class Runner:
         self.device = "cpu"
         self.ban = None
         self.own_calls = None
-        self.shared_inputs: list = []
-        self.shared_outputs: list = []
+        self.shared: list = []  # CUDA: the driver's input and output buffers (_ImportedBuffer)
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -275,8 +347,8 @@ class Runner:
         numel = 1
         for d in spec["shape"]:
             numel *= d
-        if numel == 0:
-            return torch.empty(spec["shape"], dtype=dtype)
+        if numel == 0 or buf is None:
+            return torch.empty(spec["shape"], dtype=dtype, device=self.device)
         nbytes = numel * dtype.itemsize
         return buf[spec["offset"] : spec["offset"] + nbytes].view(dtype).view(spec["shape"])
 
@@ -301,16 +373,14 @@ class Runner:
                 os.close(fd)
             return reply
         if self.device == "cuda":
-            args = [
-                spec["value"] if not spec["dtype"] else self.shared_inputs[k]
-                for k, spec in enumerate(req["inputs"])
-            ]
-            slots = self.shared_outputs
+            for fd in fds:
+                os.close(fd)
+            in_buf, out_buf = (b.tensor for b in self.shared)
         else:
             in_buf = self._buffer(fds[0], req["input_bytes"])
             out_buf = self._buffer(fds[1], req["output_bytes"])
-            args = [self._place(in_buf, spec) for spec in req["inputs"]]
-            slots = [self._place(out_buf, spec) for spec in req["outputs"]]
+        args = [self._place(in_buf, spec) for spec in req["inputs"]]
+        slots = [self._place(out_buf, spec) if spec["dtype"] else None for spec in req["outputs"]]
         if req["kind"] == "profile":
             reply["profile_rows"] = self.profile(args, req["profile_runs"])
             return reply
@@ -439,13 +509,18 @@ class Runner:
         rows.sort(key=lambda r: r[2], reverse=True)
         return rows[:200]
 
-    def share(self, message: dict) -> None:
-        """CUDA: rebuild the driver's input and output buffers from their IPC handles."""
-        import torch.multiprocessing  # noqa: F401  (registers the CUDA tensor reductions)
-
-        # The driver is trusted: its pickles hold torch's own rebuild functions only.
-        self.shared_inputs = pickle.loads(bytes.fromhex(message["inputs"]))
-        self.shared_outputs = pickle.loads(bytes.fromhex(message["outputs"]))
+    def share(self, message: dict, fds: list) -> None:
+        """CUDA: map the driver's input and output buffers from their file descriptors."""
+        for buf in self.shared:
+            buf.close(self.torch)
+        self.shared = []
+        sizes = (
+            (message["input_bytes"], message["input_alloc"]),
+            (message["output_bytes"], message["output_alloc"]),
+        )
+        self.shared = [
+            _ImportedBuffer(self.torch, fd, n, alloc) for fd, (n, alloc) in zip(fds, sizes)
+        ]
 
 
 def main() -> None:
@@ -468,7 +543,7 @@ def main() -> None:
         if message is None or message.get("kind") == "exit":
             break
         if message.get("kind") == "share":
-            runner.share(message)
+            runner.share(message, fds)
             _send(sock, {"shared": True})
             continue
         _send(sock, runner.call(message, fds))
