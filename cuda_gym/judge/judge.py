@@ -551,7 +551,10 @@ class Judge:
         if plan is not None and _planted(outputs_path):
             # Whatever a sandboxed worker left is untrusted: the reference reads only a
             # regular file (not a symlink to a judge file, not a FIFO that would block it).
-            outputs_path.unlink()
+            if outputs_path.is_dir() and not outputs_path.is_symlink():
+                shutil.rmtree(outputs_path, ignore_errors=True)
+            else:
+                outputs_path.unlink(missing_ok=True)
         stage = _read_stage(stage_file) or "start"
         result = _read_result(result_path)
         if result is not None and result.get("ok") and proc.ok:
