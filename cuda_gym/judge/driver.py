@@ -335,7 +335,9 @@ class Driver:
         self.result.deterministic = agree
         self.result.bitwise_deterministic = bitwise
         banned = not req.reference_as_candidate
-        if banned and served.own_calls == 0:
+        if banned and served.own_calls == 0 and trials.correct:
+            # A correct answer with no kernel of the solution's: PyTorch's allowed copy and
+            # view ops did the work (a data-movement task). A wrong one is just incorrect.
             served.violations.append(NO_OWN_KERNEL)
         self.result.violations = list(served.violations)
         if self.result.violations or not trials.correct or not agree:

@@ -162,11 +162,16 @@ class _OwnCalls:
     def _is_own(self, fn) -> bool:
         owner = getattr(fn, "__self__", None)
         if type(owner).__name__.startswith("pybind11_"):
-            # A pybind11 function (its __self__ is a record) names its module; load_inline's
-            # modules are not in sys.modules, torch's own pybind11 functions are.
-            module = sys.modules.get(getattr(fn, "__module__", None) or "")
-            path = getattr(module, "__file__", None) if module is not None else None
-            return not (isinstance(path, str) and os.path.realpath(path).startswith(self.not_own))
+            # A pybind11 function (its __self__ is a record) names its module: torch's name a
+            # package of torch ("torch._C._dynamo.guards"), load_inline's a module of its own
+            # that is not even in sys.modules.
+            name = getattr(fn, "__module__", None) or ""
+            parts = name.split(".")
+            for k in range(len(parts), 0, -1):
+                path = getattr(sys.modules.get(".".join(parts[:k])), "__file__", None)
+                if isinstance(path, str):
+                    return not os.path.realpath(path).startswith(self.not_own)
+            return True
         path = getattr(owner, "__file__", None) if type(owner).__name__ == "module" else None
         return bool(
             isinstance(path, str)
