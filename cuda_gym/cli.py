@@ -7,6 +7,7 @@ Usage::
                    [--reward ...]
     cuda-gym tasks list [--json]
     cuda-gym synth --n N --device cuda|cpu --seed S --out DIR_OR_FILE.parquet [...]
+    cuda-gym prepare --tasks SOURCE [--device ...] [--workers N] [--limit N] [--json]
 """
 
 from __future__ import annotations
@@ -117,6 +118,51 @@ def cmd_synth(args: argparse.Namespace) -> int:
     return run_synth(args)
 
 
+# -- prepare: probes and baselines of a task set, ahead of training (cuda_gym/judge/prepare.py) --
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    """Probe a task set and time its baselines into the cache, ahead of the episodes."""
+    from cuda_gym.judge import JudgeConfig
+    from cuda_gym.judge.device import resolve_device
+    from cuda_gym.judge.prepare import prepare_tasks
+    from cuda_gym.tasks import resolve_task_source
+
+    device = resolve_device(args.device)
+    tasks = resolve_task_source(args.tasks, device).tasks[: args.limit]
+    report = prepare_tasks(tasks, JudgeConfig(device=device), workers=args.workers)
+    summary = report.summary()
+    if args.json:
+        _print_json(summary)
+    else:
+        print(
+            f"prepared {summary['tasks']} tasks in {summary['duration_s']} s: "
+            f"{summary['probed']} probed, {summary['baselined']} baselined, "
+            f"{summary['already_cached']} already cached, {len(summary['failed'])} failed"
+        )
+        for task_id, error in summary["failed"].items():
+            print(f"  {task_id}: {error}", file=sys.stderr)
+    return 0 if report.ok else 1
+
+
+def add_prepare_parser(sub) -> None:
+    """The `prepare` subcommand."""
+    prepare = sub.add_parser(
+        "prepare", help="probe a task set and time its baselines ahead of training"
+    )
+    prepare.add_argument(
+        "--tasks",
+        required=True,
+        help="task source: auto, builtin, synth[:SPLIT], kernelbench:PATH:LEVEL, a .parquet "
+        "file or a directory of tasks",
+    )
+    prepare.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    prepare.add_argument("--workers", type=int, default=1, help="tasks prepared at once")
+    prepare.add_argument("--limit", type=int, default=None, help="the first N tasks only")
+    prepare.add_argument("--json", action="store_true", help="print the summary as JSON")
+    prepare.set_defaults(func=cmd_prepare)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `cuda-gym`."""
     parser = argparse.ArgumentParser(prog="cuda-gym", description=__doc__.splitlines()[0])
@@ -171,6 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
     synth = sub.add_parser("synth", help="synthesise and filter KernelBench-format tasks")
     add_synth_arguments(synth)
     synth.set_defaults(func=cmd_synth)
+
+    add_prepare_parser(sub)
     return parser
 
 
