@@ -190,7 +190,7 @@ def leftovers(since: float) -> dict:
     if SHM.is_dir():
         for path in SHM.glob(f"{SHM_PREFIX}*"):
             try:
-                if path.stat().st_mtime < since:
+                if path.stat().st_mtime < since - 1.0:  # tmpfs times are coarser than time()
                     continue
             except OSError:
                 continue
