@@ -312,8 +312,9 @@ def isolation(config: JudgeConfig, style: str, seed: int) -> dict:
     """An honest judgement alone, then beside a hanging kernel (acceptance: at most 2x).
 
     One fresh task, probed and baselined by a first honest judgement; then a second honest
-    sample alone; then a hanging sample, and once it has had the alone time as a head start (so
-    it has built and is spinning), a third honest sample. Every sample is a new build.
+    sample alone; then a hanging sample and, after a head start of the honest build time (so
+    it has built and starts spinning), a third honest sample. Every sample is a new build.
+    "valid" says whether the hang was still being judged when the third one began.
     """
     device = config.device
     base = BASES[0]
@@ -327,12 +328,19 @@ def isolation(config: JudgeConfig, style: str, seed: int) -> dict:
         start = time.monotonic()
         alone = service.evaluate(task, files("fast", 1))
         alone_s = time.monotonic() - start
+        # Long enough for the hang to build (as long as the honest build took) and start, short
+        # enough that it is still spinning when the honest judgement runs.
+        head_start_s = min(alone.stage_times_s.get("build", 0.0) + 2.0, config.run_timeout_s / 4)
         hang = service.submit(task, files("hang", 0))
-        time.sleep(alone_s)
+        hang_end: list[float] = []
+        hang.add_done_callback(lambda _f: hang_end.append(time.monotonic()))
+        time.sleep(head_start_s)
         start = time.monotonic()
         beside = service.evaluate(task, files("fast", 2))
         beside_s = time.monotonic() - start
         hang_verdict = hang.result()
+    # The measurement holds only if the hang was still being judged when the honest one began.
+    overlap_s = (hang_end[0] if hang_end else time.monotonic()) - start
     return {
         "style": style,
         "first_s": round(first.duration_s, 2),
@@ -340,7 +348,9 @@ def isolation(config: JudgeConfig, style: str, seed: int) -> dict:
         "beside_hang_s": round(beside_s, 2),
         "ratio": round(beside_s / alone_s, 2),
         "within_2x": beside_s <= 2 * alone_s,
-        "head_start_s": round(alone_s, 2),
+        "head_start_s": round(head_start_s, 2),
+        "hang_overlapped_s": round(overlap_s, 2),
+        "valid": overlap_s > 0,
         "verdicts": {
             "first": first.verdict,
             "alone": alone.verdict,
@@ -491,7 +501,8 @@ def main(argv: list[str] | None = None) -> dict:
         iso = report["isolation"]
         print(
             f"isolation ({iso['style']}): honest alone {iso['alone_s']} s, beside a hang "
-            f"{iso['beside_hang_s']} s (x{iso['ratio']}, within 2x: {iso['within_2x']}); "
+            f"{iso['beside_hang_s']} s (x{iso['ratio']}, within 2x: {iso['within_2x']}, "
+            f"overlapping the hang: {iso['valid']}); "
             f"verdicts as labelled: {iso['as_labelled']}"
         )
     if not args.keep_cache:
