@@ -10,6 +10,7 @@ Usage (also `python -m cuda_gym ...`)::
     cuda-gym play --base-url URL --model NAME (--task ID | --tasks SOURCE) --episodes N --out DIR
     cuda-gym cache info [--json] | cuda-gym cache clear [--baselines|--builds|--all]
     cuda-gym synth --n N --device auto|cuda|cpu --seed S --out DIR_OR_FILE.parquet [...]
+    cuda-gym prepare --tasks SOURCE [--device ...] [--workers N] [--limit N] [--json]
 
 Modules are imported inside the commands, so `cuda-gym --help` does not load torch.
 """
@@ -302,6 +303,51 @@ def _version() -> str:
     return f"cuda-gym {__version__}"
 
 
+# -- prepare: probes and baselines of a task set, ahead of training (cuda_gym/judge/prepare.py) --
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    """Probe a task set and time its baselines into the cache, ahead of the episodes."""
+    from cuda_gym.judge import JudgeConfig
+    from cuda_gym.judge.device import resolve_device
+    from cuda_gym.judge.prepare import prepare_tasks
+    from cuda_gym.tasks import resolve_task_source
+
+    device = resolve_device(args.device)
+    tasks = resolve_task_source(args.tasks, device).tasks[: args.limit]
+    report = prepare_tasks(tasks, JudgeConfig(device=device), workers=args.workers)
+    summary = report.summary()
+    if args.json:
+        _print_json(summary)
+    else:
+        print(
+            f"prepared {summary['tasks']} tasks in {summary['duration_s']} s: "
+            f"{summary['probed']} probed, {summary['baselined']} baselined, "
+            f"{summary['already_cached']} already cached, {len(summary['failed'])} failed"
+        )
+        for task_id, error in summary["failed"].items():
+            print(f"  {task_id}: {error}", file=sys.stderr)
+    return 0 if report.ok else 1
+
+
+def add_prepare_parser(sub) -> None:
+    """The `prepare` subcommand."""
+    prepare = sub.add_parser(
+        "prepare", help="probe a task set and time its baselines ahead of training"
+    )
+    prepare.add_argument(
+        "--tasks",
+        required=True,
+        help="task source: auto, builtin, synth[:SPLIT], kernelbench:PATH:LEVEL, a .parquet "
+        "file or a directory of tasks",
+    )
+    prepare.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    prepare.add_argument("--workers", type=int, default=1, help="tasks prepared at once")
+    prepare.add_argument("--limit", type=int, default=None, help="the first N tasks only")
+    prepare.add_argument("--json", action="store_true", help="print the summary as JSON")
+    prepare.set_defaults(func=cmd_prepare)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `cuda-gym`."""
     from cuda_gym.tasks.catalog import SOURCE_HELP
@@ -427,6 +473,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="synthesise and filter KernelBench-format tasks (`cuda-gym synth --help`)",
     )
     synth.set_defaults(func=cmd_synth)
+
+    add_prepare_parser(sub)
     return parser
 
 

@@ -1,0 +1,524 @@
+"""Judging at RL scale: fresh tasks x labelled samples through the judge service, per concurrency.
+
+Replays an RL batch (`benchmarks/rl_workload.py`): T fresh tasks x G samples per task, about 70 %
+honest kernels of varied speed, 20 % wrong, 5 % crashing and 5 % hanging, each sample a new
+build. For each concurrency level C the batch goes through `make_service("local", config,
+workers=C)` (what a trainer calls: C judgements in flight, `submit` blocking beyond that), and
+the level reports judged solutions per minute, p50/p95/max latency per label, time per judge
+stage (`Verdict.stage_times_s`), the GPU busy fraction (NVML, cuda only), whether every verdict
+matched its label (honest -> accept, others -> reject), and what was left behind: judge worker
+processes and /dev/shm/cuda_gym* files.
+
+Cold by default: every level judges its own tasks and samples with a fresh cache directory
+(CUDA_GYM_CACHE) under the output's directory. `--warm`: one cache, one batch for every level,
+judged once before the first level. The isolation check (skip: `--skip-isolation`) times an
+honest judgement alone, then beside a hanging kernel (acceptance: at most 2x).
+
+    python -m benchmarks.rl_load --device cpu --tasks 3 --samples 4 --levels 4 12 \
+        --out benchmarks/results/rl_load_cpu.json
+    python -m benchmarks.rl_load --device cuda --tasks 32 --samples 8 \
+        --out benchmarks/results/rl_load_h200.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from benchmarks.rl_workload import (
+    BASES,
+    DEFAULT_MIX,
+    LABELS,
+    STYLES,
+    Sample,
+    fresh_task,
+    make_batch,
+    salt_of,
+    solution_files,
+)
+from cuda_gym.cache_dir import CACHE_ENV
+from cuda_gym.judge import JudgeConfig
+from cuda_gym.judge.device import device_info, resolve_device
+from cuda_gym.runtime.zygote import close_shared_launchers
+from cuda_gym.service import make_service
+
+SHM = Path("/dev/shm")
+SHM_PREFIX = "cuda_gym"
+NVML_PERIOD_S = 0.25
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """ "honest=0.7,wrong=0.2,crash=0.05,hang=0.05" -> {label: share}."""
+    mix = {}
+    for part in text.split(","):
+        label, _, share = part.partition("=")
+        if label.strip() not in LABELS or not share:
+            raise argparse.ArgumentTypeError(f"mix entries are LABEL=SHARE with LABEL in {LABELS}")
+        mix[label.strip()] = float(share)
+    return mix
+
+
+def spread(values: list[float]) -> dict:
+    """n, p50, p95 (nearest rank) and max of `values`, in seconds rounded to 0.01."""
+    xs = sorted(values)
+    if not xs:
+        return {"n": 0, "p50": None, "p95": None, "max": None}
+
+    def rank(q: float) -> float:
+        return round(xs[max(0, math.ceil(q * len(xs)) - 1)], 2)
+
+    return {"n": len(xs), "p50": rank(0.5), "p95": rank(0.95), "max": round(xs[-1], 2)}
+
+
+class GpuSampler:
+    """Samples NVML's utilisation (share of time a kernel ran) of every visible GPU.
+
+    `busy_fraction()` is the mean over samples and GPUs, or None where NVML is not available
+    (nvidia-ml-py not installed, no driver, or the cpu device).
+    """
+
+    def __init__(self, device: str) -> None:
+        self.error: str | None = None
+        self._handles: list = []
+        self._samples: list[list[int]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if device != "cuda":
+            self.error = "cpu device"
+            return
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            count = pynvml.nvmlDeviceGetCount()
+            ids = [int(g) for g in visible.split(",") if g.strip()] if visible else range(count)
+            self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in ids]
+            self._nvml = pynvml
+        except Exception as exc:  # optional measurement: report why it is missing
+            self.error = f"NVML unavailable: {exc}"
+
+    def __enter__(self) -> GpuSampler:
+        if self._handles:
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(NVML_PERIOD_S):
+            get = self._nvml.nvmlDeviceGetUtilizationRates
+            self._samples.append([get(h).gpu for h in self._handles])
+
+    def report(self) -> dict:
+        """{"busy_fraction", "per_gpu", "samples", "error"}."""
+        if not self._samples:
+            return {"busy_fraction": None, "per_gpu": None, "samples": 0, "error": self.error}
+        per_gpu = [sum(col) / len(col) / 100 for col in zip(*self._samples)]
+        return {
+            "busy_fraction": round(sum(per_gpu) / len(per_gpu), 3),
+            "per_gpu": [round(x, 3) for x in per_gpu],
+            "samples": len(self._samples),
+            "error": None,
+        }
+
+
+def _processes() -> dict[int, tuple[int, str, str]]:
+    """Every process we can see: pid -> (parent pid, command line, working directory)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            try:
+                cwd = os.readlink(entry / "cwd")
+            except OSError:
+                cwd = ""
+            found[int(entry.name)] = (ppid, cmdline, cwd)
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def leftovers(since: float) -> dict:
+    """Judge processes and /dev/shm files this process left behind.
+
+    processes: descendants of this process other than its zygote servers (a forked worker
+    shows the zygote's command line, so it is told apart by its parent), plus any process of
+    ours whose working directory is one of this process's judge scratch directories (a worker
+    that escaped its process group). zygotes: the warm zygote servers (kept by design until
+    `close_shared_launchers`). shm: this process's /dev/shm/cuda_gym* entries (the judge names
+    them with its pid) made since `since`, except its arena files (a pool reused by every
+    judgement, removed at exit), counted apart; so are new entries of other processes (on a
+    shared machine, other users' judges; on a dedicated one, worth a look).
+    """
+    me = os.getpid()
+    procs = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    zygotes = [p for p in children.get(me, []) if "cuda_gym.runtime.zygote" in procs[p][1]]
+    stack, descendants = list(children.get(me, [])), []
+    while stack:
+        pid = stack.pop()
+        descendants.append(pid)
+        stack += children.get(pid, [])
+    scratch = [
+        str(Path(d) / f"cuda_gym_{kind}_{me}_")
+        for d in {str(SHM), tempfile.gettempdir()}
+        for kind in ("judge", "probe")
+    ]
+    stray = {p for p in descendants if p not in zygotes}
+    stray |= {p for p, (_, _, cwd) in procs.items() if cwd.startswith(tuple(scratch))}
+    shm, arenas, other = [], 0, 0
+    if SHM.is_dir():
+        for path in SHM.glob(f"{SHM_PREFIX}*"):
+            try:
+                if path.stat().st_mtime < since - 1.0:  # tmpfs times are coarser than time()
+                    continue
+            except OSError:
+                continue
+            if path.name.startswith(f"cuda_gym_arena_{me}_"):
+                arenas += 1
+            elif f"_{me}_" in path.name:
+                shm.append(path.name)
+            else:
+                other += 1
+    return {
+        "processes": [f"{p}: {procs[p][1][:120]}" for p in sorted(stray) if p in procs],
+        "zygotes": len(zygotes),
+        "shm": sorted(shm),
+        "arena_files": arenas,
+        "shm_new_of_other_processes": other,
+    }
+
+
+def judge_batch(
+    config: JudgeConfig, batch: list[Sample], concurrency: int, budget_s: float | None = None
+) -> dict:
+    """Judge `batch` with `concurrency` judgements in flight; per-sample records and timings.
+
+    With `budget_s`, no sample is submitted after that many seconds (those in flight finish);
+    the records then cover the submitted samples only.
+    """
+    records: list[dict] = [
+        {"index": s.index, "label": s.label, "latency_s": None, "verdict": None, "matched": False}
+        for s in batch
+    ]  # each replaced when its judgement ends
+    submitted = 0
+    lock = threading.Lock()
+    started = time.monotonic()
+    with (
+        GpuSampler(config.device) as gpu,
+        make_service("local", config, workers=concurrency, max_pending=concurrency) as service,
+    ):
+        futures = []
+        for sample in batch:
+            if budget_s is not None and time.monotonic() - started > budget_s:
+                break
+            future = service.submit(sample.task, sample.files)  # blocks while C are in flight
+            submitted += 1
+            accepted = time.monotonic()
+
+            def done(f, sample=sample, accepted=accepted) -> None:
+                record = {
+                    "index": sample.index,
+                    "task": sample.task.task_id,
+                    "label": sample.label,
+                    "variant": sample.variant,
+                    "style": sample.style,
+                    "expected": sample.expected,
+                    "latency_s": round(time.monotonic() - accepted, 3),
+                }
+                error = f.exception()
+                if error is not None:  # infrastructure failure: no verdict, a lost judgement
+                    record.update(verdict=None, matched=False, infra_error=repr(error)[:500])
+                else:
+                    v = f.result()
+                    record.update(
+                        verdict=v.verdict,
+                        matched=v.verdict == sample.expected,
+                        reward=v.reward,
+                        stage=v.stage,
+                        judge_s=round(v.duration_s, 3),
+                        speedup_vs_eager=v.speedup_vs_eager,
+                        error=(v.error or "")[:300] or None,
+                        stage_times_s={k: round(s, 3) for k, s in v.stage_times_s.items()},
+                    )
+                with lock:
+                    records[sample.index] = record
+
+            future.add_done_callback(done)
+            futures.append(future)
+        for future in futures:
+            future.exception()  # wait for every judgement
+    elapsed = time.monotonic() - started
+    return {"records": records[:submitted], "elapsed_s": elapsed, "gpu": gpu.report()}
+
+
+def summarise(concurrency: int, batch: list[Sample], run: dict) -> dict:
+    """One level's summary from `judge_batch`'s result."""
+    records, elapsed = run["records"], run["elapsed_s"]
+    total, batch = len(batch), batch[: len(records)]  # the samples submitted within the budget
+    judged = [r for r in records if r.get("verdict") is not None]
+    stages: dict[str, list[float]] = {}
+    for r in judged:
+        for stage, seconds in r["stage_times_s"].items():
+            stages.setdefault(stage, []).append(seconds)
+    return {
+        "concurrency": concurrency,
+        "samples": len(batch),
+        "not_submitted": total - len(batch),
+        "tasks": len({s.task.task_id for s in batch}),
+        "labels": {k: sum(s.label == k for s in batch) for k in LABELS},
+        "styles": {k: sum(s.style == k for s in batch) for k in STYLES},
+        "elapsed_s": round(elapsed, 2),
+        "judged": len(judged),
+        "lost": len(records) - len(judged),
+        "judged_per_min": round(60 * len(judged) / elapsed, 2),
+        "all_as_labelled": all(r["matched"] for r in records),
+        "mismatches": [r for r in records if not r["matched"]],
+        "latency_s": {
+            k: spread([r["latency_s"] for r in judged if r["label"] == k]) for k in LABELS
+        },
+        # The judgement itself (Verdict.duration_s): the latency less the wait for a judge slot.
+        "judge_s": {k: spread([r["judge_s"] for r in judged if r["label"] == k]) for k in LABELS},
+        "stage_s": {
+            stage: {**spread(xs), "total": round(sum(xs), 2)}
+            for stage, xs in sorted(stages.items())
+        },
+        "gpu": run["gpu"],
+        "records": records,
+    }
+
+
+def isolation(config: JudgeConfig, style: str, seed: int) -> dict:
+    """An honest judgement alone, then beside a hanging kernel (acceptance: at most 2x).
+
+    One fresh task, probed and baselined by a first honest judgement; then a second honest
+    sample alone; then a hanging sample and, after a head start of the honest build time (so
+    it has built and starts spinning), a third honest sample. Every sample is a new build.
+    "valid" says whether the hang was still being judged when the third one began.
+    """
+    device = config.device
+    base = BASES[0]
+    task = fresh_task(base, 0, device, salt_of(seed, "isolation", "task"))
+
+    def files(kind: str, n: int) -> dict[str, bytes]:
+        return solution_files(base, device, kind, style, salt_of(seed, "isolation", kind, n))
+
+    with make_service("local", config, workers=2, max_pending=2) as service:
+        first = service.evaluate(task, files("fast", 0))
+        start = time.monotonic()
+        alone = service.evaluate(task, files("fast", 1))
+        alone_s = time.monotonic() - start
+        # Long enough for the hang to build (as long as the honest build took) and start, short
+        # enough that it is still spinning when the honest judgement runs.
+        head_start_s = min(alone.stage_times_s.get("build", 0.0) + 2.0, config.run_timeout_s / 4)
+        hang = service.submit(task, files("hang", 0))
+        hang_end: list[float] = []
+        hang.add_done_callback(lambda _f: hang_end.append(time.monotonic()))
+        time.sleep(head_start_s)
+        start = time.monotonic()
+        beside = service.evaluate(task, files("fast", 2))
+        beside_s = time.monotonic() - start
+        hang_verdict = hang.result()
+    # The measurement holds only if the hang was still being judged when the honest one began.
+    overlap_s = (hang_end[0] if hang_end else time.monotonic()) - start
+    return {
+        "style": style,
+        "first_s": round(first.duration_s, 2),
+        "alone_s": round(alone_s, 2),
+        "beside_hang_s": round(beside_s, 2),
+        "ratio": round(beside_s / alone_s, 2),
+        "within_2x": beside_s <= 2 * alone_s,
+        "head_start_s": round(head_start_s, 2),
+        "hang_overlapped_s": round(overlap_s, 2),
+        "valid": overlap_s > 0,
+        "verdicts": {
+            "first": first.verdict,
+            "alone": alone.verdict,
+            "beside": beside.verdict,
+            "hang": hang_verdict.verdict,
+        },
+        "hang_judge_s": round(hang_verdict.duration_s, 2),
+        "as_labelled": [first.verdict, alone.verdict, beside.verdict, hang_verdict.verdict]
+        == ["accept", "accept", "accept", "reject"],
+    }
+
+
+def print_level(level: dict) -> None:
+    """One line per level, then its slowest stages."""
+    lat = level["latency_s"]
+    busy = level["gpu"]["busy_fraction"]
+    cells = "  ".join(
+        f"{k} {lat[k]['p50']}/{lat[k]['p95']}/{lat[k]['max']}" for k in LABELS if lat[k]["n"]
+    )
+    print(
+        f"C={level['concurrency']:<3} n={level['samples']:<4} {level['judged_per_min']:>7.2f}/min "
+        f"labelled={'yes' if level['all_as_labelled'] else 'NO'} lost={level['lost']} "
+        f"gpu_busy={busy}  latency s p50/p95/max: {cells}"
+    )
+    top = sorted(level["stage_s"].items(), key=lambda kv: -kv[1]["total"])[:8]
+    print(
+        "      stages (total s, p50/p95): "
+        + ", ".join(f"{k} {v['total']} ({v['p50']}/{v['p95']})" for k, v in top)
+    )
+    left = level["leftovers"]
+    if left["processes"] or left["shm"]:
+        print(f"      LEFT BEHIND: {left['processes']} {left['shm']}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's flags."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
+    p.add_argument("--tasks", type=int, default=32, help="fresh tasks per level (T)")
+    p.add_argument("--samples", type=int, default=8, help="samples per task (G)")
+    p.add_argument("--levels", type=int, nargs="*", default=[8, 32, 64], help="concurrency")
+    p.add_argument(
+        "--mix",
+        type=parse_mix,
+        default=DEFAULT_MIX,
+        help="label shares, e.g. honest=0.7,wrong=0.2,crash=0.05,hang=0.05",
+    )
+    p.add_argument("--styles", nargs="+", default=list(STYLES), choices=STYLES)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        help="per level: submit no sample after this many seconds (those in flight finish)",
+    )
+    p.add_argument("--warm", action="store_true", help="judge the batch once before the levels")
+    p.add_argument("--skip-isolation", action="store_true")
+    p.add_argument("--isolation-style", default="plain", choices=STYLES)
+    p.add_argument("--work-dir", help="where the cache directories go (default: $TMPDIR)")
+    p.add_argument("--keep-cache", action="store_true", help="keep the caches after the run")
+    p.add_argument("--run-timeout-s", type=float, help="JudgeConfig.run_timeout_s")
+    p.add_argument("--timed-runs", type=int, help="JudgeConfig.timed_runs")
+    p.add_argument("--warmup-runs", type=int, help="JudgeConfig.warmup_runs")
+    p.add_argument("--correctness-trials", type=int, help="JudgeConfig.correctness_trials")
+    p.add_argument("--baselines", nargs="+", choices=("eager", "compile"))
+    p.add_argument("--out", default="benchmarks/results/rl_load.json")
+    return p
+
+
+def judge_config(args: argparse.Namespace, device: str, cache: Path) -> JudgeConfig:
+    """JudgeConfig's defaults, with the flags given and the cache directory."""
+    overrides = {
+        "run_timeout_s": args.run_timeout_s,
+        "timed_runs": args.timed_runs,
+        "warmup_runs": args.warmup_runs,
+        "correctness_trials": args.correctness_trials,
+        "baselines": tuple(args.baselines) if args.baselines else None,
+    }
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return JudgeConfig(device=device, cache_dir=cache, **given)
+
+
+def use_cache(cache: Path) -> None:
+    """Point this process and its children at `cache` (a fresh directory for a cold level)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    os.environ[CACHE_ENV] = str(cache)
+    close_shared_launchers()  # zygotes carry the old cache in their environment
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the levels (and the isolation check); print a table and write the JSON summary."""
+    args = build_parser().parse_args(argv)
+    device = resolve_device(args.device)
+    out = Path(args.out)
+    work = (
+        Path(args.work_dir or tempfile.gettempdir()) / f"rl_load_{os.getpid()}_{int(time.time())}"
+    )
+    report = {
+        "benchmark": "rl_load",
+        "command": " ".join(["python -m benchmarks.rl_load", *(argv or sys.argv[1:])]),
+        "device": device_info(device).to_dict(),
+        "host": platform.node(),
+        "cpu_count": os.cpu_count(),
+        "api": "cuda_gym.service.make_service('local', config, workers=C, max_pending=C)",
+        "tasks": args.tasks,
+        "samples_per_task": args.samples,
+        "mix": args.mix,
+        "styles": args.styles,
+        "seed": args.seed,
+        "cache": "warm" if args.warm else "cold (a fresh cache directory per level)",
+        "work_dir": str(work),
+        "levels": [],
+    }
+    config = judge_config(args, device, work / "warm")
+    report["judge_config"] = {k: str(v) for k, v in vars(config).items() if k != "cache_dir"}
+
+    def batch_for(salt: str) -> list[Sample]:
+        styles = tuple(args.styles)
+        return make_batch(
+            args.tasks, args.samples, device, mix=args.mix, styles=styles, seed=args.seed, salt=salt
+        )
+
+    if args.warm:
+        use_cache(work / "warm")
+        batch = batch_for("warm")
+        priming = judge_batch(config, batch, max(args.levels or [8]))
+        report["priming_s"] = round(priming["elapsed_s"], 2)
+    for level in args.levels:
+        if not args.warm:
+            config = judge_config(args, device, work / f"level{level}")
+            use_cache(config.cache_dir)
+            batch = batch_for(f"level{level}")
+        since = time.time()
+        summary = summarise(level, batch, judge_batch(config, batch, level, args.budget_s))
+        summary["leftovers"] = leftovers(since)
+        close_shared_launchers()
+        time.sleep(1.0)  # let the zygotes' process groups exit
+        summary["leftovers_after_zygotes_closed"] = leftovers(since)["processes"]
+        print_level(summary)
+        report["levels"].append(summary)
+        if not (args.warm or args.keep_cache):
+            shutil.rmtree(config.cache_dir, ignore_errors=True)  # builds of a cold level: GiBs
+        write_report(report, out)  # after every level: a run cut short keeps what it measured
+    if not args.skip_isolation:
+        cache = work / "isolation"
+        use_cache(cache)
+        config = judge_config(args, device, cache)
+        report["isolation"] = isolation(config, args.isolation_style, args.seed)
+        iso = report["isolation"]
+        print(
+            f"isolation ({iso['style']}): honest alone {iso['alone_s']} s, beside a hang "
+            f"{iso['beside_hang_s']} s (x{iso['ratio']}, within 2x: {iso['within_2x']}, "
+            f"overlapping the hang: {iso['valid']}); "
+            f"verdicts as labelled: {iso['as_labelled']}"
+        )
+    if not args.keep_cache:
+        shutil.rmtree(work, ignore_errors=True)
+    write_report(report, out)
+    print(f"wrote {out}")
+    return report
+
+
+def write_report(report: dict, out: Path) -> None:
+    """Write the JSON summary (atomically)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(report, indent=1) + "\n")
+    tmp.replace(out)
+
+
+if __name__ == "__main__":
+    main()

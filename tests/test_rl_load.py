@@ -1,0 +1,107 @@
+"""benchmarks.rl_load: the RL batch it builds (fast) and one tiny run on the CPU (slow)."""
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from benchmarks.rl_load import SHM, leftovers, main, spread
+from benchmarks.rl_workload import (
+    BASES,
+    DEFAULT_MIX,
+    STYLES,
+    make_batch,
+    solution_files,
+    split_counts,
+)
+from cuda_gym.judge.judge import static_violations
+from cuda_gym.judge.plain_build import uses_torch
+from cuda_gym.tasks import builtin_task
+
+
+def test_labels_follow_the_mix_and_a_tiny_batch_holds_every_label():
+    assert split_counts(100, DEFAULT_MIX) == {"honest": 70, "wrong": 20, "crash": 5, "hang": 5}
+    assert split_counts(256, DEFAULT_MIX) == {"honest": 179, "wrong": 51, "crash": 13, "hang": 13}
+    assert split_counts(6, DEFAULT_MIX) == {"honest": 3, "wrong": 1, "crash": 1, "hang": 1}
+    assert split_counts(4, DEFAULT_MIX) == {"honest": 1, "wrong": 1, "crash": 1, "hang": 1}
+    assert split_counts(3, {"honest": 1.0, "hang": 0.0}) == {"honest": 3, "hang": 0}
+
+
+def test_every_task_and_every_sample_is_new_to_the_cache():
+    batch = make_batch(4, 3, "cpu", seed=1, salt="a")
+    hashes = {s.task.content_hash for s in batch}
+    builtin = {builtin_task(b).for_device("cpu").content_hash for b in BASES}
+    assert len(hashes) == 4 and not hashes & builtin
+    kernels = [tuple(sorted(s.files.items())) for s in batch]
+    assert len(set(kernels)) == len(batch)
+    assert make_batch(4, 3, "cpu", seed=1, salt="a")[5].files == batch[5].files  # reproducible
+    other = make_batch(4, 3, "cpu", seed=1, salt="b")
+    assert not {s.task.content_hash for s in other} & hashes
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_every_generated_solution_passes_the_static_checks(device, tmp_path):
+    for base in BASES:
+        for behaviour in ("fast", "naive", "wrong", "crash", "hang"):
+            for style in STYLES:
+                files = solution_files(base, device, behaviour, style, "0123abcd")
+                root = tmp_path / f"{device}-{base}-{behaviour}-{style}"
+                for rel, data in files.items():
+                    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                    (root / rel).write_bytes(data)
+                source = files["model_new.py"].decode()
+                assert static_violations(source, root / "kernels") == [], (base, behaviour, style)
+                kernels = {k: v for k, v in files.items() if k.startswith("kernels/")}
+                # plain: no torch headers (judge/plain_build.py); ext: a torch binding
+                assert (style == "inline") == (not kernels)
+                if kernels:
+                    assert uses_torch(kernels) == (style == "ext")
+
+
+def test_spread_is_nearest_rank():
+    assert spread([3.0, 1.0, 2.0]) == {"n": 3, "p50": 2.0, "p95": 3.0, "max": 3.0}
+    assert spread([]) == {"n": 0, "p50": None, "p95": None, "max": None}
+
+
+def test_leftovers_finds_a_stray_worker_and_a_shm_file(tmp_path):
+    since = time.time()
+    child = subprocess.Popen(["sleep", "60"], cwd=tmp_path)
+    shm = SHM / f"cuda_gym_rl_load_test_{os.getpid()}_x"
+    try:
+        if SHM.is_dir():
+            shm.touch()
+        left = leftovers(since)
+        assert any(p.startswith(f"{child.pid}: sleep") for p in left["processes"])
+        assert shm.name in left["shm"] or not SHM.is_dir()
+    finally:
+        child.kill()
+        child.wait()
+        shm.unlink(missing_ok=True)
+    left = leftovers(since)
+    assert not any(p.startswith(f"{child.pid}:") for p in left["processes"])
+    assert shm.name not in left["shm"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # a few minutes; far more on a machine whose judges queue
+def test_a_tiny_cpu_run_judges_every_sample_as_labelled(tmp_path):
+    out = tmp_path / "rl_load.json"
+    argv = "--device cpu --tasks 1 --samples 4 --levels 4 --styles plain --skip-isolation"
+    argv += " --run-timeout-s 30 --timed-runs 2 --warmup-runs 0 --correctness-trials 2"
+    argv += f" --baselines eager --work-dir {tmp_path} --out {out}"
+    main(argv.split())
+    report = json.loads(out.read_text())
+    assert report["device"]["device"] == "cpu" and report["tasks"] == 1
+    (level,) = report["levels"]
+    assert level["labels"] == {"honest": 1, "wrong": 1, "crash": 1, "hang": 1}
+    assert level["judged"] == 4 and level["lost"] == 0
+    assert level["all_as_labelled"], level["mismatches"]
+    assert level["judged_per_min"] > 0
+    assert all(level["latency_s"][k]["n"] >= 1 for k in ("honest", "wrong", "crash", "hang"))
+    assert {"build", "candidate", "probe"} <= set(level["stage_s"])
+    assert level["gpu"]["busy_fraction"] is None
+    assert level["leftovers"]["processes"] == [] and level["leftovers"]["shm"] == []
+    assert level["leftovers_after_zygotes_closed"] == []
+    assert len(level["records"]) == 4
