@@ -305,6 +305,8 @@ class Judge:
             for name, b in result.baselines.items():
                 if b.error is not None:
                     baselines[name] = {"error": b.error}
+                    # A baseline that could not be timed earns no milestone against it: say why.
+                    verdict.flags.setdefault("baseline_errors", {})[name] = b.error[:1500]
             if has_baselines(baselines, cfg.baselines):
                 self._baselines.put(key, baselines)
         else:

@@ -139,7 +139,15 @@ def _python_paths(env: Mapping[str, str]) -> list[str]:
         *sys.path,
     ]
     for var in ("PYTHONPATH", "PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH"):
-        paths += env.get(var, "").split(os.pathsep)
+        for entry in env.get(var, "").split(os.pathsep):
+            paths.append(entry)
+            # A toolchain installed under its own prefix (/opt/gcc/bin, /usr/local/cuda/lib64)
+            # needs the whole prefix: gcc runs cc1 from libexec/, nvcc reads nvvm/ and include/.
+            parent, leaf = os.path.split(entry.rstrip("/"))
+            # Never a home directory itself (~/bin): the sandbox shows no one's files.
+            home = os.path.expanduser("~")
+            if leaf in ("bin", "lib", "lib64") and parent not in ("", "/", "/usr", home):
+                paths.append(parent)
     return paths
 
 
