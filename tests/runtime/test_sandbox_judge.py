@@ -158,20 +158,20 @@ def test_an_unsandboxed_verdict_says_so(tmp_path: Path, monkeypatch):
     assert "unsandboxed" not in sandboxed.flags
 
 
-def test_a_sandboxed_workers_files_are_read_only_as_regular_files(tmp_path: Path):
-    from cuda_gym.judge.judge import _planted, _read_result, _read_stage
+def test_a_workers_files_are_read_only_as_regular_files(tmp_path: Path):
+    from cuda_gym.judge.judge import _read_result, _read_stage
 
     fifo = tmp_path / "result.json"
     os.mkfifo(fifo)  # reading it would block the judge forever
-    assert _read_result(fifo) is None and _planted(fifo)
+    assert _read_result(fifo) is None
     secret = tmp_path / "judge_file.json"
     secret.write_text('{"ok": true}')
     link = tmp_path / "linked.json"
     link.symlink_to(secret)
-    assert _read_result(link) is None and _planted(link)
-    assert _read_result(secret) == {"ok": True} and not _planted(secret)
+    assert _read_result(link) is None
+    assert _read_result(secret) == {"ok": True}
     (tmp_path / "list.json").write_text("[1, 2]")
     assert _read_result(tmp_path / "list.json") is None
     (tmp_path / "big.stage").write_text("x" * 1000)
     assert _read_stage(tmp_path / "big.stage") is None
-    assert not _planted(tmp_path / "missing")
+    assert _read_result(tmp_path / "missing") is None

@@ -3,10 +3,8 @@
 import gymnasium as gym
 import pytest
 
-from cuda_gym.judge import JudgeConfig
+from tests.fakes import ScriptedJudge
 from tests.solutions import TASK_ID
-
-FAST_JUDGE = JudgeConfig(device="cpu", timed_runs=5, warmup_runs=1, run_timeout_s=30)
 
 
 @pytest.fixture
@@ -15,7 +13,7 @@ def env():
         "CudaKernel-v0",
         device="cpu",
         task=TASK_ID,
-        judge=FAST_JUDGE,
+        judge=ScriptedJudge("cpu"),
         max_observation_chars=1000,
         max_invalid_actions=3,
     )
