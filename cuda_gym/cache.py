@@ -18,7 +18,8 @@ CACHE_KINDS: dict[str, tuple[str, str]] = {
     "incremental": ("builds", "per-file objects reused when one kernel file changes"),
     "objects": ("builds", "objects of kernel-only (plain library) builds"),
     "pch": ("builds", "precompiled torch headers"),
-    "inline": ("builds", "torch.utils.cpp_extension.load_inline builds of solutions"),
+    "inline_builds": ("builds", "extensions that solutions build with load_inline, by source"),
+    "inline": ("builds", "torch extensions built by the judge's own workers"),
     "inductor": ("all", "torch.compile (inductor) caches of the baselines"),
     "hf": ("all", "task sets downloaded from Hugging Face"),
 }

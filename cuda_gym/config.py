@@ -38,7 +38,8 @@ class EnvConfig:
         workspace_dir: Parent directory for episode workspaces (default: system temp dir).
         timed_judge_slots: Timed judgements (profile, submit, judging on truncation) that may
             run at once in this process, shared by every env with the same slot settings;
-            None: one per device (runtime/slots.py).
+            None: 8 per GPU, one per CPU core (runtime/slots.py); their timings take turns
+            at the device's gate.
         untimed_judge_slots: Untimed judge calls (compile, run) that may run at once in this
             process; None: sized from the device (4 per GPU, one per CPU core).
     """

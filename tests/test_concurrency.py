@@ -1,6 +1,7 @@
 """Many envs in one process: judge slots, and slow judge calls never holding up cheap tools."""
 
 import asyncio
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -59,8 +60,8 @@ def test_envs_with_the_same_settings_share_one_limit():
     b = gym.make("CudaKernel-v0", device="cpu", task=TASK_ID, timed_judge_slots=3)
     assert a.unwrapped.judge.slots is b.unwrapped.judge.slots
     assert a.unwrapped.judge.slots.sizes.timed == 3
-    assert default_slot_sizes("cuda", gpu_count=2) == SlotSizes(timed=2, untimed=8)
-    assert default_slot_sizes("cpu").timed == 1
+    assert default_slot_sizes("cuda", gpu_count=2) == SlotSizes(timed=16, untimed=8)
+    assert default_slot_sizes("cpu").timed == max(1, os.cpu_count() or 1)
     a.close()
     b.close()
 

@@ -162,7 +162,7 @@ def _file_hashes(root: Path) -> dict[str, str]:
     return hashes
 
 
-def _seal_dir(root: Path, cache: Path) -> None:
+def seal_dir(root: Path, cache: Path) -> None:
     """Record the hashes of every file under `root` in its seal (HMAC under the cache's key)."""
     data = json.dumps(_file_hashes(root), sort_keys=True).encode()
     tmp = root / f".{SEAL_FILE}.tmp"
@@ -170,7 +170,7 @@ def _seal_dir(root: Path, cache: Path) -> None:
     tmp.replace(root / SEAL_FILE)
 
 
-def _sealed_intact(root: Path, cache: Path) -> bool:
+def sealed_intact(root: Path, cache: Path) -> bool:
     """Whether `root` holds exactly the files its seal lists, with the same bytes."""
     try:
         data = unseal(integrity_key(cache), (root / SEAL_FILE).read_bytes())
@@ -186,13 +186,13 @@ def _sealed_intact(root: Path, cache: Path) -> bool:
 @contextlib.contextmanager
 def _sealed_slot(slot: Path, cache: Path):
     """Use an incremental work directory: emptied unless it matches its seal; sealed after."""
-    if slot.exists() and any(slot.iterdir()) and not _sealed_intact(slot, cache):
+    if slot.exists() and any(slot.iterdir()) and not sealed_intact(slot, cache):
         shutil.rmtree(slot)
     slot.mkdir(parents=True, exist_ok=True)
     try:
         yield
     finally:
-        _seal_dir(slot, cache)
+        seal_dir(slot, cache)
 
 
 def _sync_sources(src_dir: Path, files: dict[str, bytes]) -> int:
@@ -276,7 +276,7 @@ def build_kernels(kernels_dir: Path, config: JudgeConfig, arch: str | None = Non
         # flock binds to this open file description: threads of one process exclude each other
         # as well as processes, so one build per key runs and the others wait for its result.
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if done_marker.exists() and _sealed_intact(build_dir, config.resolved_cache_dir):
+        if done_marker.exists() and sealed_intact(build_dir, config.resolved_cache_dir):
             return BuildResult(
                 ok=True,
                 module_dir=str(build_dir),
@@ -342,7 +342,7 @@ def build_kernels(kernels_dir: Path, config: JudgeConfig, arch: str | None = Non
             shutil.copyfile(work_dir / f"{MODULE_NAME}.so", tmp)
             tmp.replace(so_path)
         done_marker.write_text(key)
-        _seal_dir(build_dir, config.resolved_cache_dir)
+        seal_dir(build_dir, config.resolved_cache_dir)
         return BuildResult(
             ok=True,
             module_dir=str(build_dir),
@@ -395,7 +395,7 @@ def _build_plain(
         )
     work.replace(build_dir)
     (build_dir / "BUILD_OK").write_text("plain")
-    _seal_dir(build_dir, cache)
+    seal_dir(build_dir, cache)
     return BuildResult(
         ok=True,
         module_dir=str(build_dir),

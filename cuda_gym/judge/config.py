@@ -60,6 +60,12 @@ class JudgeConfig:
         reward_margin: Relative margin a speedup must exceed to earn a milestone (0.05 = 5 %).
         build_timeout_s: Limit for building the kernels/ extension (or a load_inline solution).
         run_timeout_s: Limit for one reference or candidate process, building excluded.
+        load_timeout_s: Limit for the candidate's runner to import model_new.py and build
+            ModelNew when nothing is left to compile (it holds the device's gate meanwhile).
+        call_time_factor: One call of the candidate may take this many times the reference's
+            measured time on the same device before it is stopped as hung ...
+        call_time_floor_s: ... and at least this many seconds (its first call 10 s more). A
+            hanging kernel thus costs seconds, not run_timeout_s, to every judgement waiting.
         compile_baseline_timeout_s: Extra time the reference process gets for torch.compile.
         cache_dir: Where builds and baseline timings are cached; None uses default_cache_dir().
         cuda_flags: Extra nvcc flags for kernels/*.cu.
@@ -106,6 +112,9 @@ class JudgeConfig:
     reward_margin: float = 0.05
     build_timeout_s: float = 600.0
     run_timeout_s: float = 120.0
+    load_timeout_s: float = 60.0
+    call_time_factor: float = 100.0
+    call_time_floor_s: float = 2.0
     compile_baseline_timeout_s: float = 300.0
     cache_dir: Path | None = None
     cuda_flags: tuple[str, ...] = ("-O3",)
@@ -125,9 +134,7 @@ class JudgeConfig:
         if self.tolerance_mode not in MODES:
             raise ConfigError(f"Unknown tolerance_mode {self.tolerance_mode!r}; use one of {MODES}")
         if self.code_rules not in CODE_RULES:
-            raise ConfigError(
-                f"Unknown code_rules {self.code_rules!r}; use one of {CODE_RULES}"
-            )
+            raise ConfigError(f"Unknown code_rules {self.code_rules!r}; use one of {CODE_RULES}")
         if self.reward not in REWARDS:
             raise ConfigError(f"Unknown reward {self.reward!r}; use one of {REWARDS}")
         for name in ("correctness_trials", "timed_runs"):
@@ -141,6 +148,9 @@ class JudgeConfig:
         for name in (
             "build_timeout_s",
             "run_timeout_s",
+            "load_timeout_s",
+            "call_time_factor",
+            "call_time_floor_s",
             "compile_baseline_timeout_s",
             "gate_wait_max_s",
         ):

@@ -27,8 +27,10 @@ and a native-code review strengthen, none of which is airtight against code in t
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import secrets
+import shutil
 import statistics
 from pathlib import Path
 from time import perf_counter
@@ -55,6 +57,9 @@ from cuda_gym.judge.timing import L2_FLUSH_BYTES, kernel_origin
 from cuda_gym.judge.untrusted import RunnerFailed, RunnerLink, runner_sandbox
 
 ROUND_TRIP_CALLS = 20
+# A runner's first call (and a profiled call) may take this much longer than later ones: lazy
+# loading of its kernels, library handles, the profiler's start.
+FIRST_CALL_EXTRA_S = 10.0
 WARMUP_MIN_S = 0.3  # on CUDA: the clocks of an idle GPU ramp up first
 FLUSH_OVERLAP_FACTOR = 0.25
 FLUSH_SLACK_MS = 0.02
@@ -78,9 +83,12 @@ class CandidateFailed(Exception):
 class Served:
     """One runner serving one model, and the driver's calls into it."""
 
-    def __init__(self, link: RunnerLink, device: str) -> None:
+    def __init__(self, link: RunnerLink, device: str, limit=None) -> None:
         self.link = link
         self.device = device
+        # Seconds one call may take (a function: the reference's time is measured as we go);
+        # None: only the runner's whole budget bounds a call.
+        self.limit = limit
         self.calls = 0
         self.handover = Handover(device, self._share)
         self.violations: list[str] = []
@@ -88,7 +96,13 @@ class Served:
 
     def _share(self, message: dict, fds: tuple[int, ...]) -> None:
         self.link.send(message, fds)
-        self.link.receive()
+        self.link.receive(self._limit(first=True))
+
+    def _limit(self, first: bool = False) -> float | None:
+        """The limit of the next call: first calls and profiled ones get FIRST_CALL_EXTRA_S."""
+        if self.limit is None:
+            return None
+        return self.limit() + (FIRST_CALL_EXTRA_S if first or self.calls <= 1 else 0.0)
 
     def close(self) -> None:
         """Stop the runner, then free the call buffers lent to it."""
@@ -107,7 +121,7 @@ class Served:
         message["count_own_calls"] = kind == "call"
         if self.device == "cuda":
             torch.cuda.synchronize()
-        reply = self.link.call(message, fds)
+        reply = self.link.call(message, fds, self._limit(first=kind == "profile"))
         return self._finish(reply)
 
     def _finish(self, reply):
@@ -128,8 +142,9 @@ class Served:
         fields, fds = self.handover.prepare(inputs, expected)
         message = {"call_id": self.calls, "kind": "call", "forward_seed": fseed, **fields}
         flush_ms = flush() if flush is not None else 0.0
+        limit = self._limit()
         start = perf_counter()
-        reply = self.link.call(message, fds)
+        reply = self.link.call(message, fds, limit)
         host_ms = (perf_counter() - start) * 1e3
         outputs, _ = self._finish(reply)
         return outputs, host_ms, flush_ms
@@ -140,8 +155,9 @@ class Served:
         for _ in range(ROUND_TRIP_CALLS):
             self.calls += 1
             flushes.append(flush() if flush is not None else 0.0)
+            limit = self._limit()
             start = perf_counter()
-            self.link.call({"call_id": self.calls, "kind": "null"})
+            self.link.call({"call_id": self.calls, "kind": "null"}, limit_s=limit)
             trips.append((perf_counter() - start) * 1e3)
         return statistics.median(trips), statistics.median(flushes)
 
@@ -180,6 +196,7 @@ class Driver:
         self.work = Path(req.header.result_path).parent
         self.result = CandidateResult()
         self.rng = secrets.SystemRandom()
+        self.reference_s: float | None = None  # the fastest reference forward measured
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -206,20 +223,32 @@ class Driver:
         compile_model: bool,
         role: str,
         budget_s: float,
+        load_limit_s: float | None = None,
+        candidate: bool = False,
     ) -> Served:
+        """Start a runner serving the model of `solution_dir`, ready for calls.
+
+        candidate: the solution's runner: its torch extensions (built by the judge's build
+        stage) are copied where its torch looks for them, it compiles only where the request
+        allows, and each call is limited by the reference's time (`_call_limit_s`).
+        """
         allowed = set(ALLOWED_OPS) - REFUSED_OPS
         if self.req.allow_vendor_libraries:
             allowed |= VENDOR_LIBRARY_OPS
         work = self.work / f"runner-{role.replace(' ', '-')}-{secrets.token_hex(4)}"
         work.mkdir()
+        env = roles.runner_env()
+        env["TORCH_EXTENSIONS_DIR"] = str(work / "torch_extensions")  # its own, never shared
+        if candidate and self.req.extensions_dir:
+            shutil.copytree(self.req.extensions_dir, work / "torch_extensions")
         sandbox = None
         if self.req.sandbox:
             readable = tuple(p for p in (solution_dir, module_dir, str(self.init_path)) if p)
             sandbox = runner_sandbox(
                 work, self.device, readable, self.req.sandbox_data_bytes, budget_s
             )
-        link = RunnerLink(work, roles.runner_env(), budget_s, role, sandbox)
-        served = Served(link, self.device)
+        link = RunnerLink(work, env, budget_s, role, sandbox)
+        served = Served(link, self.device, self._call_limit_s if candidate else None)
         try:
             ready = link.start(
                 {
@@ -231,7 +260,9 @@ class Driver:
                     "banned": banned,
                     "allowed_ops": sorted(allowed),
                     "compile_model": compile_model,
-                }
+                    "compile_extensions": self.req.compile_extensions or not candidate,
+                },
+                load_limit_s,
             )
         except RunnerFailed:
             link.close()
@@ -249,10 +280,23 @@ class Driver:
         link.stage = "run"
         return served
 
+    def _call_limit_s(self) -> float:
+        """What one call of the candidate may take: a multiple of the reference's time."""
+        req = self.req
+        if self.reference_s is None:
+            return req.call_time_floor_s
+        return max(req.call_time_floor_s, req.call_time_factor * self.reference_s)
+
     def _reference(self, inputs: list, fseed: int) -> tuple[list, list | None, list | None]:
         """The reference's outputs, its float64 outputs, and strict mode's error scales."""
         seed_forward(fseed)
-        exp = roles.as_list(self.model(*_clone(inputs)))
+        cloned = _clone(inputs)
+        self._sync()
+        start = perf_counter()
+        exp = roles.as_list(self.model(*cloned))
+        self._sync()
+        took = perf_counter() - start
+        self.reference_s = took if self.reference_s is None else min(self.reference_s, took)
         exp64 = scales = None
         if self.model64 is not None:
             seed_forward(fseed)
@@ -262,6 +306,10 @@ class Driver:
                 scales = strict_scales(self.model64, inputs, self.req.strict_units)
         return exp, exp64, scales
 
+    def _sync(self) -> None:
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
     # -- the judgement --------------------------------------------------------------------------
 
     def run(self) -> CandidateResult:
@@ -270,15 +318,20 @@ class Driver:
         with torch.no_grad():
             self._setup()
             self.rep.enter("load")
+            # A load that may compile holds no gate: compiling is host work of minutes.
+            hold = roles.off_device if req.compile_extensions else _in_gate
             try:
-                served = self._serve(
-                    req.solution_dir,
-                    req.module_dir,
-                    banned=not req.reference_as_candidate,
-                    compile_model=False,
-                    role="candidate",
-                    budget_s=req.runner_timeout_s,
-                )
+                with hold(self.rep, "load"):
+                    served = self._serve(
+                        req.solution_dir,
+                        req.module_dir,
+                        banned=not req.reference_as_candidate,
+                        compile_model=False,
+                        role="candidate",
+                        budget_s=req.runner_timeout_s,
+                        load_limit_s=None if req.compile_extensions else req.load_timeout_s,
+                        candidate=True,
+                    )
             except (CandidateFailed, RunnerFailed) as exc:
                 self.result.candidate_error = str(exc)
                 self.result.stage = "load"
@@ -478,6 +531,13 @@ class Driver:
                 self.result.baselines[name] = BaselineResult(error=str(exc)[:2000])
             finally:
                 served.close()
+
+
+@contextlib.contextmanager
+def _in_gate(rep: roles.Reporter, stage: str):
+    """Run the block in `stage` under the hold the driver already has."""
+    rep.enter(stage)
+    yield
 
 
 def _is_row(row) -> bool:

@@ -29,6 +29,7 @@ from cuda_gym.judge.build import build_kernels
 from cuda_gym.judge.config import MIN_OWN_KERNEL_SHARE, JudgeConfig
 from cuda_gym.judge.contract import trial_distribution
 from cuda_gym.judge.device import device_info
+from cuda_gym.judge.inline_build import InlineBuild, build_inline, builds_extensions
 from cuda_gym.judge.inputs import DISTRIBUTIONS
 from cuda_gym.judge.protocol import CandidateResult, KernelSummary, TimingStats, decode
 from cuda_gym.judge.roofline import SOL_SLACK
@@ -235,14 +236,27 @@ class Judge:
         if prepared is None:
             return
         source, build = prepared
+        inline = InlineBuild()
+        if not reference_as_candidate and builds_extensions(source):
+            verdict.stage = "build"
+            work = tmp / f"inline-{secrets.token_hex(8)}"
+            inline = build_inline(snap, source, cfg, self.info.arch, work)
+            verdict.stage_times_s["build.inline"] = inline.duration_s
+            if inline.error is not None:
+                verdict.compiled = False
+                verdict.error = "Build failed (the torch extensions model_new.py builds):\n"
+                verdict.error += inline.error
+                return
+        # The build stage could not import model_new.py: the runner compiles what is missing.
+        compile_in_runner = builds_extensions(source) and not inline.complete
+        if compile_in_runner and not reference_as_candidate:
+            verdict.flags["extensions_compiled_at_load"] = True
         probe, distributions = self._probe_for(task, verdict)
         seeds = [secrets.randbits(62) for _ in range(cfg.correctness_trials)]
         key = baseline_key(task.content_hash, self.info, cfg)
         cached = self._baselines.get(key) if timing else None
         wanted = [b for b in cfg.baselines if timing and not (cached and b in cached)]
-        runner_timeout_s = cfg.run_timeout_s + (
-            cfg.build_timeout_s if "load_inline" in source else 0
-        )
+        runner_timeout_s = cfg.run_timeout_s + (cfg.build_timeout_s if compile_in_runner else 0)
         baseline_timeout_s = cfg.run_timeout_s + (
             cfg.compile_baseline_timeout_s if "compile" in wanted else 0
         )
@@ -267,6 +281,11 @@ class Judge:
             "baseline_timeout_s": baseline_timeout_s,
             "sandbox": cfg.sandboxed,
             "sandbox_data_bytes": _sandbox_data_bytes(cfg),
+            "extensions_dir": inline.extensions_dir,
+            "compile_extensions": compile_in_runner,
+            "load_timeout_s": cfg.load_timeout_s,
+            "call_time_factor": cfg.call_time_factor,
+            "call_time_floor_s": cfg.call_time_floor_s,
         }
         if cfg.sandboxed:
             check_support(cfg.device)  # a refused mechanism is a clear error, before any work

@@ -152,6 +152,16 @@ class CandidateRequest:
         baseline_timeout_s: Time a baseline's runner may use in all.
         sandbox: Start every runner in the OS sandbox (cuda_gym.runtime.sandbox).
         sandbox_data_bytes: A sandboxed runner's RLIMIT_DATA (None: no limit).
+        extensions_dir: The torch extensions model_new.py builds, built by the judge's build
+            stage (cuda_gym.judge.inline_build); the runner imports them from a copy.
+        compile_extensions: The runner may compile an extension that is not there (the build
+            stage could not import model_new.py); its load then runs off the device's gate.
+        load_timeout_s: Time the candidate's runner may take to load when it compiles nothing
+            (None: runner_timeout_s).
+        call_time_factor: One call of the candidate may take this many times the reference's
+            time on the same device (the fastest the driver measured) ...
+        call_time_floor_s: ... but never less than this many seconds (the first call: plus
+            FIRST_CALL_EXTRA_S of cuda_gym.judge.driver, for lazy loading).
     """
 
     header: WorkerHeader
@@ -174,6 +184,11 @@ class CandidateRequest:
     baseline_timeout_s: float
     sandbox: bool = True
     sandbox_data_bytes: int | None = None
+    extensions_dir: str | None = None
+    compile_extensions: bool = True
+    load_timeout_s: float | None = None
+    call_time_factor: float = 100.0
+    call_time_floor_s: float = 2.0
 
 
 @dataclass
@@ -308,6 +323,8 @@ class RunnerInit:
         banned: Refuse PyTorch compute inside forward (False only for the task's own Model).
         allowed_ops: aten ops allowed inside forward ("aten::empty", ...).
         compile_model: Serve `torch.compile(model)` (the compile baseline).
+        compile_extensions: Compile a torch extension that TORCH_EXTENSIONS_DIR lacks (False:
+            refuse, it should have been built by the judge's build stage).
     """
 
     solution_dir: str
@@ -318,6 +335,7 @@ class RunnerInit:
     banned: bool
     allowed_ops: list[str]
     compile_model: bool
+    compile_extensions: bool = True
 
 
 @dataclass

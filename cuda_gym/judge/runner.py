@@ -307,6 +307,7 @@ class Runner:
         init_args, weights = saved["init_args"], saved["weights"]
         if init["module_dir"]:
             sys.path.insert(0, init["module_dir"])
+        _guard_extension_builds(torch, init.get("compile_extensions", True))
         if init["banned"]:  # before any candidate code runs, which could change `init`
             self.ban = _Ban(torch, set(init["allowed_ops"]))
             self.own_calls = _OwnCalls(torch)
@@ -528,8 +529,63 @@ class Runner:
         ]
 
 
+def _guard_extension_builds(torch, allow_compile: bool) -> None:
+    """Serve torch extensions (load_inline, cpp_extension.load) from the judge's build stage.
+
+    The judge built them before this process started (`prebuild`, off the device); their
+    libraries are under TORCH_EXTENSIONS_DIR. An extension whose library is there is imported
+    without running ninja; one that is not would compile here, on the device's time: refused
+    unless `allow_compile` (the build stage could not import model_new.py without a GPU).
+    """
+    from torch.utils import cpp_extension
+
+    build = cpp_extension._write_ninja_file_and_build_library  # AttributeError: a changed torch
+
+    def prebuilt_or_refuse(*args, **kwargs):
+        name = kwargs.get("name", args[0] if args else "")
+        directory = kwargs.get("build_directory", "")
+        suffix = "" if kwargs.get("is_standalone") else ".so"
+        if directory and os.path.isfile(os.path.join(directory, f"{name}{suffix}")):
+            return None
+        if allow_compile:
+            return build(*args, **kwargs)
+        raise RuntimeError(
+            f"the torch extension {name!r} would be compiled while the solution is judged: the"
+            " judge's build stage (which imports model_new.py once, with no GPU) did not build"
+            " it. Build every extension unconditionally when model_new.py is imported."
+        )
+
+    cpp_extension._write_ninja_file_and_build_library = prebuilt_or_refuse
+
+
+def prebuild(solution_dir: str, result_path: str) -> None:
+    """The build stage: import model_new.py so its torch extensions compile, with no GPU.
+
+    The extensions land under TORCH_EXTENSIONS_DIR, where the judge collects them; the result
+    says whether the import failed and whether a build did. Nothing here is trusted: a wrong
+    report only makes the solution's own judgement fail.
+    """
+    result = {"error": None, "build_failed": False}
+    try:
+        import torch  # noqa: F401 - what model_new.py imports first anyway
+
+        _import_file("model_new", os.path.join(solution_dir, "model_new.py"))
+    except BaseException as exc:
+        text = _short_traceback(exc)
+        result = {"error": text, "build_failed": "Error building extension" in text}
+    with open(result_path, "w") as handle:
+        json.dump(result, handle)
+    sys.stdout.flush()
+    os._exit(0)
+
+
 def main() -> None:
-    """Entry point: `python -I runner.py FD` (only the driver starts it)."""
+    """Entry point: `python -I runner.py FD` (only the driver starts it).
+
+    `python -I runner.py prebuild SOLUTION_DIR RESULT_PATH` is the judge's build stage.
+    """
+    if sys.argv[1] == "prebuild":
+        prebuild(sys.argv[2], sys.argv[3])
     sock = socket.socket(fileno=int(sys.argv[1]))
     # The runner's own module is not left where candidate code looks first (sys.modules); its
     # functions keep their globals. (Within one process this only raises the bar: see

@@ -153,18 +153,19 @@ class RunnerLink:
         except OSError as exc:
             raise self._failed(f"stopped listening ({exc.strerror})") from None
 
-    def receive(self) -> dict:
-        """The next reply as a dict, within what is left of the budget."""
+    def receive(self, limit_s: float | None = None) -> dict:
+        """The next reply as a dict, within `limit_s` and what is left of the budget."""
         left = self.budget_s - self.spent_s
         if left <= 0:
             raise self._timed_out()
-        self.sock.settimeout(left)
+        per_request = limit_s is not None and limit_s < left
+        self.sock.settimeout(limit_s if per_request else left)
         start = time.monotonic()
         try:
             data = self.sock.recv(MAX_MESSAGE_BYTES)
         except TimeoutError:
             self.spent_s += time.monotonic() - start
-            raise self._timed_out() from None
+            raise self._timed_out(limit_s if per_request else None) from None
         except OSError as exc:
             raise self._failed(f"broke its connection ({exc.strerror})") from None
         self.spent_s += time.monotonic() - start
@@ -175,15 +176,17 @@ class RunnerLink:
         except ValueError:
             raise self._failed("sent something that is not a message") from None
 
-    def start(self, init: dict) -> RunnerReady:
-        """Send the RunnerInit (a dict); the runner's RunnerReady."""
+    def start(self, init: dict, limit_s: float | None = None) -> RunnerReady:
+        """Send the RunnerInit (a dict); the runner's RunnerReady (within `limit_s`)."""
         self.send(init)
-        return self._decode(RunnerReady, self.receive())
+        return self._decode(RunnerReady, self.receive(limit_s))
 
-    def call(self, message: dict, fds: tuple[int, ...] = ()) -> CallReply:
-        """One CallRequest (a dict) and its CallReply."""
+    def call(
+        self, message: dict, fds: tuple[int, ...] = (), limit_s: float | None = None
+    ) -> CallReply:
+        """One CallRequest (a dict) and its CallReply (within `limit_s`)."""
         self.send(message, fds)
-        reply = self._decode(CallReply, self.receive())
+        reply = self._decode(CallReply, self.receive(limit_s))
         if reply.call_id != message["call_id"]:
             raise self._failed("answered another call than the one asked")
         return reply
@@ -219,8 +222,15 @@ class RunnerLink:
         except subprocess.TimeoutExpired:
             pass
 
-    def _timed_out(self) -> RunnerFailed:
+    def _timed_out(self, limit_s: float | None = None) -> RunnerFailed:
         self._kill()
+        if limit_s is not None:
+            what = "loading" if self.stage == "load" else "one call"
+            return RunnerFailed(
+                f"The {self.role} process timed out: {what} took longer than its limit of "
+                f"{limit_s:.1f} s during stage '{self.stage}' (a call's limit follows the "
+                f"reference's time on the same inputs).{self._log_tail()}"
+            )
         return RunnerFailed(
             f"The {self.role} process timed out after {self.budget_s:.0f} s during stage "
             f"'{self.stage}'.{self._log_tail()}"

@@ -229,6 +229,7 @@ def build_plan(spec: SandboxSpec, env: Mapping[str, str], cwd: str | os.PathLike
         uid = spec.uid if spec.uid is not None else _fresh_uid()
         for path in writable:
             os.chown(path, uid, uid)
+        _give_tree(scratch, uid)  # what the judge put there for it (e.g. built extensions)
     return {
         "userns": not as_root,
         "uid": uid,
@@ -247,6 +248,13 @@ def build_plan(spec: SandboxSpec, env: Mapping[str, str], cwd: str | os.PathLike
             "core_bytes": 0,
         },
     }
+
+
+def _give_tree(root: str, uid: int) -> None:
+    """Make everything under `root` the sandbox uid's (links themselves, never their targets)."""
+    for parent, dirs, files in os.walk(root):
+        for name in dirs + files:
+            os.lchown(os.path.join(parent, name), uid, uid)
 
 
 def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:

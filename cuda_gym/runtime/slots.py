@@ -1,10 +1,13 @@
 """JudgeSlots: a process-wide bound on concurrent judge calls, shared by every env in a process.
 
-Timed judgements (`profile`, `submit`, judging on truncation) take an exclusive slot: by default
-one per GPU the judge can use (one on the CPU), so no two timings overlap on a device. Untimed
-judge calls (`compile`, `run`) take one of a few shared slots. Envs whose device and slot sizes
-match share one `JudgeSlots` (see `judge_slots`), so 64 envs in one process queue for the
-device instead of oversubscribing it; the seconds each call waited are reported in `info`.
+Timed judgements (`profile`, `submit`, judging on truncation) take one of a few timed slots per
+GPU (per core on the CPU); untimed judge calls (`compile`, `run`) one of the untimed slots. A slot
+bounds how many judgements of this process share a device; it is not what keeps timings apart:
+each judgement's worker takes the device's gate (cuda_gym.runtime.device_gate) alone only while
+it times, so builds and correctness checks of several judgements overlap and timings do not.
+Envs whose device and slot sizes match share one `JudgeSlots` (see `judge_slots`), so 64 envs in
+one process queue for the device instead of oversubscribing it; the seconds each call waited
+are reported in `info`.
 
 With several GPUs, a slot also places the call on one: a timed call gets a GPU no other timed
 call holds, an untimed call the least busy GPU (preferring one that is not being timed). While
@@ -26,6 +29,9 @@ from cuda_gym.errors import ConfigError
 
 # Untimed calls (builds, correctness runs) per GPU; they share the device while nothing is timed.
 UNTIMED_SLOTS_PER_GPU = 4
+# Timed judgements per GPU at once: their builds and correctness checks overlap, their timings
+# take turns at the device's gate.
+TIMED_SLOTS_PER_GPU = 8
 
 
 @dataclass(frozen=True)
@@ -33,7 +39,7 @@ class SlotSizes:
     """How many judge calls may run at once in one process.
 
     Attributes:
-        timed: Concurrent timed judgements (exclusive use of a device while timing).
+        timed: Concurrent timed judgements (each times alone, at the device's gate).
         untimed: Concurrent untimed judge calls (compile, run).
     """
 
@@ -48,7 +54,7 @@ class SlotSizes:
 
 
 def default_slot_sizes(device: str, gpu_count: int = 1) -> SlotSizes:
-    """Slot sizes from the device: one timed slot per GPU (one on the CPU), a few untimed.
+    """Slot sizes from the device: a few judgements per GPU, one per core on the CPU.
 
     Args:
         device: "cuda" or "cpu".
@@ -56,9 +62,10 @@ def default_slot_sizes(device: str, gpu_count: int = 1) -> SlotSizes:
     """
     if device == "cuda":
         gpus = max(1, gpu_count)
-        return SlotSizes(timed=gpus, untimed=UNTIMED_SLOTS_PER_GPU * gpus)
+        return SlotSizes(timed=TIMED_SLOTS_PER_GPU * gpus, untimed=UNTIMED_SLOTS_PER_GPU * gpus)
     # On the CPU a judgement's children use the cores themselves: keep roughly one per core.
-    return SlotSizes(timed=1, untimed=max(1, (os.cpu_count() or 1)))
+    cores = max(1, os.cpu_count() or 1)
+    return SlotSizes(timed=cores, untimed=cores)
 
 
 _CURRENT_GPU: ContextVar[str | None] = ContextVar("cuda_gym_current_gpu", default=None)

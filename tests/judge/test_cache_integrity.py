@@ -7,7 +7,7 @@ import pytest
 
 from cuda_gym.judge import JudgeConfig
 from cuda_gym.judge.baselines import KEY_FILE, JsonCache
-from cuda_gym.judge.build import SEAL_FILE, _seal_dir, _sealed_slot, build_kernels
+from cuda_gym.judge.build import SEAL_FILE, _sealed_slot, build_kernels, seal_dir
 
 
 def test_an_intact_entry_reads_back(tmp_path):
@@ -66,7 +66,7 @@ def test_a_seal_lists_every_file(tmp_path):
     root = tmp_path / "build"
     root.mkdir()
     (root / "kernels_ext.so").write_bytes(b"\x7fELF")
-    _seal_dir(root, tmp_path / "cache")
+    seal_dir(root, tmp_path / "cache")
     assert (root / SEAL_FILE).read_bytes().count(b"kernels_ext.so") == 1
 
 

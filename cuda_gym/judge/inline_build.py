@@ -1,0 +1,202 @@
+"""The build stage of solutions that compile their own extensions (load_inline, cpp_extension.load).
+
+KernelBench-style solutions build their kernels when model_new.py is imported. Done inside the
+judged process, that compile (tens of seconds) would run while the judgement holds the device's
+gate, so every timer on the GPU would wait for it. Here it runs first, as a build: model_new.py
+is imported once in an OS sandbox with no GPU device, no gate and the build time limit
+(`python -I runner.py prebuild`), and the libraries it built are kept. The candidate's runner
+then finds every extension already built and imports it without compiling; one that would
+compile there is refused (cuda_gym.judge.runner `_guard_extension_builds`).
+
+Cache: the libraries are copied, by the judge (a trusted process), into
+`<cache>/inline_builds/<key>`, keyed by model_new.py's bytes, the device, the GPU architecture
+and the toolchain, and sealed like kernels/ builds (cuda_gym.judge.build): an identical solution
+in any later episode or process skips the build. What the sandboxed import wrote is untrusted,
+but it only ever serves the same model_new.py, whose own code would run in its runner anyway.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cuda_gym.judge.build import first_errors, seal_dir, sealed_intact, toolchain_id
+from cuda_gym.judge.config import JudgeConfig
+from cuda_gym.judge.untrusted import RUNNER_PATH, runner_sandbox
+from cuda_gym.runtime import python_child_env, run_process
+from cuda_gym.runtime.sandbox import build_plan as sandbox_plan
+from cuda_gym.runtime.sandbox import sandbox_argv, sandbox_env
+
+# A solution builds an extension when its source calls one of these.
+_BUILDS = re.compile(r"\b(load_inline|cpp_extension\s*\.\s*load|load)\s*\(")
+_CPP_EXTENSION = re.compile(r"\bcpp_extension\b")
+LIBRARY_SUFFIXES = (".so",)
+DONE_FILE = "BUILD_OK"
+
+
+@dataclass
+class InlineBuild:
+    """What the build stage found.
+
+    Attributes:
+        extensions_dir: The built libraries, laid out as under TORCH_EXTENSIONS_DIR; None when
+            the stage did not run or built nothing.
+        complete: model_new.py imported without error, so every extension it builds is in
+            `extensions_dir`: the runner may refuse to compile. False: its import failed for
+            another reason (e.g. it touched the GPU), and the runner may compile what is missing.
+        error: The compiler's errors when a build failed (the solution's verdict), else None.
+        duration_s: Seconds the stage took.
+        cached: The libraries came from the cache.
+    """
+
+    extensions_dir: str | None = None
+    complete: bool = False
+    error: str | None = None
+    duration_s: float = 0.0
+    cached: bool = False
+
+
+def builds_extensions(source: str) -> bool:
+    """Whether model_new.py's source may build a torch extension when imported."""
+    return "load_inline" in source or bool(_CPP_EXTENSION.search(source) and _BUILDS.search(source))
+
+
+def inline_key(source: str, config: JudgeConfig, arch: str | None) -> str:
+    """SHA-256 over model_new.py's bytes, the device, the GPU architecture and the toolchain."""
+    h = hashlib.sha256()
+    payload = [config.device, arch, toolchain_id(config.device), list(config.cuda_flags)]
+    h.update(json.dumps(payload).encode())
+    h.update(source.encode())
+    return h.hexdigest()
+
+
+def build_inline(
+    solution_dir: Path, source: str, config: JudgeConfig, arch: str | None, work: Path
+) -> InlineBuild:
+    """Run the build stage for the solution in `solution_dir` (its model_new.py is `source`).
+
+    `work` is a fresh directory of this judgement's; the stage's sandbox writes only there.
+    """
+    start = time.monotonic()
+    cache = config.resolved_cache_dir
+    key = inline_key(source, config, arch)
+    entry = cache / "inline_builds" / key[:32]
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    with open(entry.parent / f"{key[:32]}.lock", "w") as lock:
+        # One build per key at a time, across threads and processes; the rest reuse it.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = entry / DONE_FILE
+        if done.is_file() and sealed_intact(entry, cache):
+            info = json.loads(done.read_text())
+            return InlineBuild(
+                extensions_dir=str(entry / "extensions"),
+                complete=bool(info.get("complete")),
+                duration_s=time.monotonic() - start,
+                cached=True,
+            )
+        if entry.exists():
+            shutil.rmtree(entry)
+        result, log = _run_stage(solution_dir, config, arch, work)
+        if result.get("timed_out"):
+            return InlineBuild(error=result["error"], duration_s=time.monotonic() - start)
+        if result.get("build_failed"):
+            errors = first_errors(log + "\n" + str(result.get("error")), str(work))
+            return InlineBuild(error=errors, duration_s=time.monotonic() - start)
+        complete = result.get("error") is None
+        built = _collect(work / "scratch" / "torch_extensions", entry / "extensions")
+        if not built:
+            shutil.rmtree(entry, ignore_errors=True)
+            return InlineBuild(complete=complete, duration_s=time.monotonic() - start)
+        (entry / DONE_FILE).write_text(json.dumps({"complete": complete}))
+        seal_dir(entry, cache)
+        return InlineBuild(
+            extensions_dir=str(entry / "extensions"),
+            complete=complete,
+            duration_s=time.monotonic() - start,
+        )
+
+
+def _run_stage(
+    solution_dir: Path, config: JudgeConfig, arch: str | None, work: Path
+) -> tuple[dict, str]:
+    """Import model_new.py in the build sandbox: (its untrusted result, the compiler's log)."""
+    scratch = work / "scratch"
+    scratch.mkdir(parents=True)
+    result_path = scratch / "prebuild.json"
+    env = python_child_env(LC_ALL="C", LANG="C", CUDA_VISIBLE_DEVICES="")
+    if arch:
+        env["TORCH_CUDA_ARCH_LIST"] = arch  # no GPU to ask: build for the judge's
+    env["MAX_JOBS"] = env.get("MAX_JOBS", "4")
+    argv = [sys.executable, "-I", str(RUNNER_PATH), "prebuild", str(solution_dir), str(result_path)]
+    if config.sandboxed:
+        # No GPU device nodes ("cpu"): the stage compiles, it never runs anything on the device.
+        spec = runner_sandbox(scratch, "cpu", (str(solution_dir),), None, config.build_timeout_s)
+        env = sandbox_env(env, spec)
+        argv = sandbox_argv(argv, sandbox_plan(spec, env, scratch))
+    else:
+        env["TORCH_EXTENSIONS_DIR"] = str(scratch / "torch_extensions")
+        env["HOME"] = str(scratch)
+    proc = run_process(argv, timeout_s=config.build_timeout_s, cwd=scratch, env=env)
+    log = (proc.stdout + "\n" + proc.stderr).strip()
+    result = _read_report(result_path)
+    if proc.timed_out:
+        return {
+            "build_failed": True,
+            "timed_out": True,
+            "error": f"The build stage {proc.describe_failure(config.build_timeout_s)}.",
+        }, log
+    if not result:
+        result = {"error": f"the build stage {proc.describe_failure(config.build_timeout_s)}"}
+    return result, log
+
+
+def _read_report(path: Path, max_bytes: int = 1 << 20) -> dict:
+    """The stage's report if it is a regular file holding a JSON object, else {}.
+
+    The sandboxed import wrote it: never follow a link, never block on a FIFO.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return {}
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+            return {}
+        report = json.loads(os.read(fd, max_bytes + 1).decode(errors="replace"))
+    except ValueError:
+        return {}
+    finally:
+        os.close(fd)
+    if not isinstance(report, dict):
+        return {}
+    return {"error": str(report["error"]) if report.get("error") else None} | {
+        "build_failed": report.get("build_failed") is True
+    }
+
+
+def _collect(built: Path, dest: Path) -> bool:
+    """Copy the libraries under `built` to `dest`, keeping their layout; whether any were.
+
+    Regular files only (no links followed): the sandboxed process that wrote `built` is gone.
+    """
+    found = False
+    for root, _dirs, names in os.walk(built, followlinks=False):
+        for name in names:
+            path = Path(root, name)
+            if path.suffix not in LIBRARY_SUFFIXES or not stat.S_ISREG(path.lstat().st_mode):
+                continue
+            target = dest / path.relative_to(built)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target, follow_symlinks=False)
+            found = True
+    return found
