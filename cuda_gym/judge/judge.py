@@ -287,6 +287,8 @@ class Judge:
             "call_time_factor": cfg.call_time_factor,
             "call_time_floor_s": cfg.call_time_floor_s,
         }
+        if cfg.device == "cuda":
+            request["device_bytes"] = device_bytes_estimate(probe)
         if cfg.sandboxed:
             check_support(cfg.device)  # a refused mechanism is a clear error, before any work
         # The driver's own work (reference passes, comparisons, the runners' start) gets the
@@ -468,13 +470,16 @@ class Judge:
             verdict.stage = "done"
 
     def _ran_out_of_memory(self, run: dict) -> bool:
-        """Whether a failed worker run ran out of device (or host) memory.
+        """Whether a worker run (not already alone) failed by running out of memory.
 
         Other judgements may have shared the device then, so it is worth one run alone.
         """
-        return (
-            not run["ok"] and self.config.device_gate and is_out_of_memory(run.get("error") or "")
-        )
+        if not self.config.device_gate or run.get("alone"):
+            return False
+        if not run["ok"]:
+            return is_out_of_memory(run.get("error") or "")
+        # The candidate's own process ran out (reported in the driver's result).
+        return is_out_of_memory((run.get("result") or {}).get("candidate_error") or "")
 
     @staticmethod
     def _set_speedups(verdict: Verdict, timing: TimingStats, baselines: dict) -> None:
@@ -515,8 +520,9 @@ class Judge:
             "device": self.config.device,
             "device_gate": self.config.device_gate,
             "gate_alone": bool(request.get("gate_alone")),
+            "device_bytes": request.get("device_bytes"),
         }
-        request = {k: v for k, v in request.items() if k != "gate_alone"}
+        request = {k: v for k, v in request.items() if k not in ("gate_alone", "device_bytes")}
         request["header"] = header
         base_env = python_child_env()
         # torch.compile's cache (reference baselines) lives with ours, not in TMPDIR.
@@ -571,12 +577,14 @@ class Judge:
             )
         stage = _read_stage(stage_file) or "start"
         result = _read_result(result_path)
+        alone = bool(header["gate_alone"])
         if result is not None and result.get("ok") and proc.ok:
             return {
                 "ok": True,
                 "stage": stage,
                 "result": result,
                 "duration_s": proc.duration_s,
+                "alone": alone,
             }
         if result is not None and not result.get("ok"):
             error = result.get("error") or "failed"
@@ -592,6 +600,7 @@ class Judge:
             "error": error,
             "duration_s": proc.duration_s,
             "timed_out": proc.timed_out,
+            "alone": alone,
         }
 
 
@@ -613,6 +622,21 @@ def _sandbox_data_bytes(config: JudgeConfig) -> int:
     if config.sandbox_memory_gib:
         return int(config.sandbox_memory_gib * GiB)
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+# A judgement's device memory from its task probe's peak: the driver holds the reference's
+# outputs, inputs and float64 copies (up to about twice the probe's peak, measured on KernelBench
+# and the exploit suite's large tasks), the runner its model and outputs, each a CUDA context.
+MEMORY_PER_PROBE_PEAK = 2.2
+MEMORY_OVERHEAD_BYTES = 3 << 29  # 1.5 GiB
+
+
+def device_bytes_estimate(probe: dict) -> int | None:
+    """Device memory to reserve for a judgement (None where the probe measured no peak)."""
+    peak = _device_peak(probe.get("device_peak"))
+    if peak is None:
+        return None
+    return int(MEMORY_PER_PROBE_PEAK * peak["reserved"]) + MEMORY_OVERHEAD_BYTES
 
 
 def _read_regular(path: Path, max_bytes: int) -> str | None:

@@ -185,7 +185,10 @@ def candidate_objects(pid: int, trusted_roots: tuple[str, ...] = ()) -> list[Pat
             path = fields[5].strip().removesuffix(" (deleted)")
             if not path.startswith("/") or path.startswith(trusted):
                 continue
-            found.setdefault(path, Path(path))
+            # The file as that process sees it: a sandboxed runner's private /tmp, for one, is
+            # not in this process's mount namespace.
+            seen = Path(f"/proc/{proc_pid}/root{path}")
+            found.setdefault(path, seen if os.path.exists(seen) else Path(path))
     return list(found.values())
 
 

@@ -108,7 +108,10 @@ class WorkerHeader:
         task_path: The worker's own copy of the task file.
         device: "cuda" or "cpu".
         device_gate: Take the device's gate (shared; alone while timing).
-        gate_alone: Hold the gate alone throughout (a rerun after running out of memory).
+        gate_alone: Hold the gate alone throughout (a rerun after running out of memory); on
+            CUDA, with the device's whole memory reserved.
+        device_bytes: On CUDA, the device memory to reserve before starting (the judges'
+            MemoryLedger of cuda_gym.runtime.device_gate); None: no reservation.
     """
 
     result_path: str
@@ -116,6 +119,7 @@ class WorkerHeader:
     device: str
     device_gate: bool = False
     gate_alone: bool = False
+    device_bytes: int | None = None
 
 
 @dataclass(frozen=True)

@@ -84,13 +84,30 @@ def open_gate(header, rep: Reporter):
     global _GATE
     if not header.device_gate:
         return contextlib.nullcontext()
-    from cuda_gym.runtime.device_gate import DeviceGate, device_identity
+    from cuda_gym.runtime.device_gate import DeviceGate, MemoryLedger, device_identity
 
     name = device_identity(header.device)  # imports torch (stage "start")
     rep.enter("gate")
+    if header.device == "cuda" and (header.gate_alone or header.device_bytes is not None):
+        capacity = device_memory_capacity()
+        ledger = MemoryLedger(name, capacity)  # released when this process exits
+        ledger.reserve(capacity if header.gate_alone else header.device_bytes)
     _GATE = DeviceGate(name)
     # A rerun after running out of memory has the device to itself throughout.
     return _GATE.exclusive() if header.gate_alone else _GATE.shared()
+
+
+# The share of a GPU's memory that judge workers reserve together (the rest: CUDA contexts,
+# allocator slack, processes that are not judges).
+MEMORY_SHARE = 0.9
+
+
+def device_memory_capacity() -> int:
+    """Bytes of this process's GPU that the judges of the machine may reserve together."""
+    import torch
+
+    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    return int(MEMORY_SHARE * total)
 
 
 @contextlib.contextmanager

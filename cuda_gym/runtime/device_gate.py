@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import re
 import tempfile
@@ -166,3 +167,114 @@ def device_identity(device: str) -> str:
     if uuid is not None:
         return f"cuda-{uuid}"
     return f"cuda-{props.name}-{getattr(props, 'pci_bus_id', 0)}"
+
+
+class MemoryLedger:
+    """Device memory reserved by the judge workers of every process on the machine.
+
+    The gate keeps timings apart; this keeps memory from running out when many judgements of
+    large tasks share a GPU (each worker holds its reference, inputs and outputs for its whole
+    run, waiting at the gate included). A worker waits until its estimate fits beside what
+    others hold. One JSON file per device next to the gate's files, `{"held": {pid: bytes},
+    "waiting": [[pid, bytes], ...]}`, changed under its flock; entries of dead processes are
+    dropped by whoever reads them, so a killed worker frees its share. Only the oldest waiter
+    may take a reservation (a large one is not starved by small ones), and one larger than the
+    capacity waits until nobody else holds any.
+
+    Args:
+        name: The device's identity (as for DeviceGate).
+        capacity: Bytes the judges of this machine may reserve on the device together.
+        directory: Where the ledger lives (default: `gate_dir()`).
+    """
+
+    POLL_S = 0.1
+
+    def __init__(self, name: str, capacity: int, directory: Path | None = None) -> None:
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:120]
+        directory = directory or gate_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / f"{PREFIX}{safe}.memory"
+        self.capacity = capacity
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        with contextlib.suppress(PermissionError):
+            os.fchmod(self._fd, 0o666)
+        self.held = 0
+        self.waited_s = 0.0
+
+    def _update(self, change) -> bool:
+        """Apply `change(state) -> bool` to the ledger under its lock; its answer."""
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            os.lseek(self._fd, 0, os.SEEK_SET)
+            raw = os.read(self._fd, 1 << 20)
+            try:
+                state = json.loads(raw) if raw.strip() else {}
+            except ValueError:
+                state = {}
+            held = {p: int(b) for p, b in (state.get("held") or {}).items() if _alive(int(p))}
+            waiting = [[int(p), int(b)] for p, b in state.get("waiting") or [] if _alive(int(p))]
+            state = {"held": held, "waiting": waiting}
+            answer = change(state)
+            data = json.dumps(state).encode()
+            os.lseek(self._fd, 0, os.SEEK_SET)
+            os.ftruncate(self._fd, 0)
+            os.write(self._fd, data)
+            return answer
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def reserve(self, nbytes: int) -> None:
+        """Wait until `nbytes` fit (in turn), then hold them until `release` or this exits."""
+        pid = os.getpid()
+        nbytes = max(0, int(nbytes))
+        start = time.monotonic()
+
+        def take(state: dict) -> bool:
+            held, waiting = state["held"], state["waiting"]
+            if not any(p == pid for p, _ in waiting):
+                waiting.append([pid, nbytes])
+            first = waiting[0][0] == pid
+            used = sum(held.values())
+            fits = used + nbytes <= self.capacity or not held
+            if first and fits:
+                waiting[:] = [w for w in waiting if w[0] != pid]
+                held[str(pid)] = held.get(str(pid), 0) + nbytes
+                return True
+            return False
+
+        while not self._update(take):
+            time.sleep(self.POLL_S)
+        self.held += nbytes
+        self.waited_s += time.monotonic() - start
+
+    def release(self) -> None:
+        """Give back what this process holds."""
+        pid = str(os.getpid())
+
+        def drop(state: dict) -> bool:
+            state["held"].pop(pid, None)
+            return True
+
+        self._update(drop)
+        self.held = 0
+
+    def close(self) -> None:
+        """Release and close the ledger file."""
+        if self.held:
+            self.release()
+        os.close(self._fd)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` exists and has not exited (a zombie holds no memory)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        try:
+            os.kill(pid, 0)  # no /proc: ask the kernel
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # another user's process
+            return True
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
