@@ -7,7 +7,14 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 
 
-class ViolationKind(str, Enum):
+class _NamedEnum(str, Enum):
+    """A str enum whose members print as their values (as in f-strings and JSON)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ViolationKind(_NamedEnum):
     """The rule a `Verdict.violations` entry breaks: the text before the entry's first ":".
 
     An entry reads "<kind>: <message>"; a static finding reads "static:<rule>: line N: ...",
@@ -42,9 +49,6 @@ class ViolationKind(str, Enum):
     TIMING_RECHECK = "timing_recheck"
     FOREIGN_KERNELS = "foreign_kernels"
 
-    def __str__(self) -> str:
-        return self.value
-
 
 def format_violation(kind: ViolationKind, message: str, rule: str | None = None) -> str:
     """A violation as `Verdict.violations` holds it: "<kind>: <message>".
@@ -73,7 +77,7 @@ def violation_code(text: str) -> str | None:
     return None if kind is None else kind.value
 
 
-class Flag(str, Enum):
+class Flag(_NamedEnum):
     """The keys of `Verdict.flags`: facts worth auditing that do not change the verdict.
 
     Members:
@@ -128,9 +132,6 @@ class Flag(str, Enum):
     SIDE_WORK = "side_work"
     PROFILE_MISMATCH = "profile_mismatch"
     SPEED_OF_LIGHT = "speed_of_light"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 def milestone_reward(
