@@ -25,7 +25,8 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.exploits.__main__ import CASES_DIR, SUITE_DIR, observed_reason, parse_case
+from benchmarks.case_suite import observed_reason, parse_case
+from benchmarks.exploits import SUITE
 from cuda_gym.judge import Judge, JudgeConfig
 from cuda_gym.tasks import builtin_task
 
@@ -41,21 +42,12 @@ FAILURES = {
 GOOD_CASE = "legit_fused_gated_kernel"
 
 
-def solution_dir(case_name: str, device: str, root: Path) -> Path:
-    """A solution directory: the case file as model_new.py plus the suite's shared kernels."""
-    dest = root / case_name
-    dest.mkdir(parents=True)
-    shutil.copyfile(CASES_DIR / f"{case_name}.py", dest / "model_new.py")
-    shutil.copytree(SUITE_DIR / f"kernels_{device}", dest / "kernels")
-    return dest
-
-
 def judge_once(judge: Judge, case_name: str, device: str, root: Path, timing: bool) -> dict:
     """Judge one case; return its verdict summary and duration."""
-    case = parse_case(CASES_DIR / f"{case_name}.py")
+    case = parse_case(SUITE.cases_dir / f"{case_name}.py")
     task = builtin_task(case.task).for_device(device)
     start = time.monotonic()
-    verdict = judge.evaluate(task, solution_dir(case_name, device, root), timing=timing)
+    verdict = judge.evaluate(task, SUITE.write_solution(case, device, root), timing=timing)
     seconds = time.monotonic() - start
     observed = observed_reason(verdict.to_dict())
     return {

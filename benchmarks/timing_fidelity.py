@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from cuda_gym.demo import CPU_KERNEL, CUDA_BINDING, CUDA_KERNEL, DEMO_TASK, MODEL_NEW
-from cuda_gym.judge import Judge, JudgeConfig
+from cuda_gym.judge import Flag, Judge, JudgeConfig
 from cuda_gym.tasks import builtin_task
 
 SIDE_STREAM_BINDING = CUDA_BINDING.replace(
@@ -89,7 +89,7 @@ def main() -> None:
         if not verdict.correct:
             raise SystemExit(f"the reference kernel was rejected: {verdict.error}")
         times.append(verdict.time_ms["candidate"])
-        profiled.append(verdict.flags.get("profile_kernel_ms_per_call"))
+        profiled.append(verdict.flags.get(Flag.PROFILE_KERNEL_MS_PER_CALL))
         result["runs"].append(run_record(verdict, seconds))
         print(
             f"run {i}: candidate {times[-1]:.4f} ms, profiler {profiled[-1]} ms, "
@@ -113,7 +113,7 @@ def main() -> None:
             "verdict": side_verdict.verdict,
             "error": side_verdict.error,
             "candidate_ms": side_verdict.time_ms["candidate"],
-            "side_work_flag": side_verdict.flags.get("side_work"),
+            "side_work_flag": side_verdict.flags.get(Flag.SIDE_WORK),
             "vs_same_stream_pct": 100 * (side_verdict.time_ms["candidate"] - median) / median
             if side_verdict.time_ms["candidate"]
             else None,
@@ -124,7 +124,7 @@ def main() -> None:
 
 def run_record(verdict, seconds: float) -> dict:
     """One judgement: the timer's statistics, the clocks, where the judge's seconds went."""
-    timing = verdict.flags.get("candidate_timing") or {}
+    timing = verdict.flags.get(Flag.CANDIDATE_TIMING) or {}
     return {
         "candidate_ms": verdict.time_ms["candidate"],
         "min_ms": timing.get("min_ms"),
@@ -132,8 +132,8 @@ def run_record(verdict, seconds: float) -> dict:
         "host_median_ms": timing.get("host_median_ms"),
         "warmup_calls": timing.get("warmup_calls"),
         "sm_clock_mhz_after": timing.get("sm_clock_mhz_after"),
-        "profiler_kernel_ms": verdict.flags.get("profile_kernel_ms_per_call"),
-        "gpu_state": verdict.flags.get("gpu_state"),
+        "profiler_kernel_ms": verdict.flags.get(Flag.PROFILE_KERNEL_MS_PER_CALL),
+        "gpu_state": verdict.flags.get(Flag.GPU_STATE),
         "judge_seconds": round(seconds, 2),
         "stage_times_s": verdict.stage_times_s,
     }
@@ -146,7 +146,7 @@ def summarise(result: dict, times: list, profiled: list, verdict) -> None:
         candidate_ms=times,
         median_ms=median,
         spread_pct=100 * (max(times) - min(times)) / median,
-        kernels=verdict.flags.get("kernels"),
+        kernels=verdict.flags.get(Flag.KERNELS),
     )
     kernel_ms = [p for p in profiled if p is not None]
     if kernel_ms:

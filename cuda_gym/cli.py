@@ -3,7 +3,7 @@
 Usage (also `python -m cuda_gym ...`)::
 
     cuda-gym demo [--device auto|cuda|cpu] [--task ID] [--json]
-    cuda-gym judge TASK SOLUTION.py|WORKSPACE [--kernels DIR] [--device ...] [--mode ...]
+    cuda-gym judge TASK SOLUTION.py|WORKSPACE [--kernels DIR] [--device ...] [--tolerance-mode ...]
                    [--rules external|env]
     cuda-gym tasks list [--source SOURCE] [--json]
     cuda-gym tasks show ID [--source SOURCE] [--device any|cuda|cpu]
@@ -134,7 +134,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     task = find_task(args.task, args.source).for_device(device)
     config = JudgeConfig(
-        device=device, tolerance_mode=args.mode, reward=args.reward, code_rules=args.rules
+        device=device, tolerance_mode=args.tolerance_mode, reward=args.reward, code_rules=args.rules
     )
     if not args.json:
         _status(f"judging {solution} against {task.task_id} on {device} ...")
@@ -164,7 +164,7 @@ def format_verdict(verdict) -> str:
     failed = [name for name, ok in verdict.checks.items() if ok is False]
     lines = [
         f"verdict   {verdict.verdict} (reward {verdict.reward:g}, {verdict.reward_kind})",
-        f"mode      {verdict.mode} precision on {verdict.device} ({verdict.device_name})",
+        f"mode      {verdict.tolerance_mode} precision on {verdict.device} ({verdict.device_name})",
         f"compiled  {verdict.compiled}   correct {verdict.correct}   stopped at stage "
         f"'{verdict.stage}'",
         f"speedup   vs eager {num(verdict.speedup_vs_eager, 'x')}   vs torch.compile "
@@ -396,7 +396,12 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--kernels", help="directory of kernel sources, built as kernels_ext")
     judge.add_argument("--device", default="auto", choices=DEVICES, help=DEVICE_HELP)
     judge.add_argument(
-        "--mode", default="strict", choices=["strict", "kernelbench", "paper"], help="precision"
+        "--tolerance-mode",
+        "--mode",  # the old name, kept as an alias
+        dest="tolerance_mode",
+        default="strict",
+        choices=["strict", "kernelbench", "paper"],
+        help="precision (--mode is a deprecated alias)",
     )
     judge.add_argument(
         "--reward", default="milestone", choices=["milestone", "speedup", "log_speedup"]

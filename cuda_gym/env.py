@@ -398,7 +398,7 @@ class CudaKernelEnv(gym.Env[str, Any]):
                 "speedup_vs_compile": final.speedup_vs_compile,
                 "time_ms": dict(final.time_ms),
                 "reward": final.reward,
-                "mode": final.mode,
+                "tolerance_mode": final.tolerance_mode,
             }
             info["verdict"] = final.to_dict()
         return info

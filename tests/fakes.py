@@ -86,7 +86,9 @@ class ScriptedJudge:
             for number, line in enumerate(files[name].splitlines(), 1):
                 if line.strip().startswith("#error"):
                     return BuildResult(
-                        ok=False, module_dir=None, errors=f"{name}:{number}: {line.strip()}",
+                        ok=False,
+                        module_dir=None,
+                        errors=f"{name}:{number}: {line.strip()}",
                         sources=sources,
                     )
         module_dir = str(Path(solution_dir) / "kernels") if sources else None
@@ -95,7 +97,10 @@ class ScriptedJudge:
     def evaluate(self, task, solution_dir, *, timing: bool = True, profile: bool = False):
         files = self._record("evaluate", Path(solution_dir), timing)
         verdict = Verdict(
-            mode=self.tolerance_mode, device=self.device, device_name=self.device_name, trials=5
+            tolerance_mode=self.tolerance_mode,
+            device=self.device,
+            device_name=self.device_name,
+            trials=5,
         )
         source = files.get("model_new.py")
         if source is None:

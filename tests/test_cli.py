@@ -136,6 +136,11 @@ def test_judge_exit_code_1_on_reject_and_2_on_usage_errors(tmp_path, capsys, cap
     assert main(["judge", TASK_ID, str(broken), "--device", "cpu", "--json"]) == 1
     verdict = json.loads(capsys.readouterr().out)
     assert verdict["verdict"] == "reject" and verdict["stage"] == "static"
+    # --mode is the deprecated alias of --tolerance-mode.
+    for flag in ("--tolerance-mode", "--mode"):
+        argv = ["judge", TASK_ID, str(broken), "--device", "cpu", "--json", flag, "paper"]
+        assert main(argv) == 1
+        assert json.loads(capsys.readouterr().out)["tolerance_mode"] == "paper"
 
 
 @pytest.mark.slow

@@ -2,7 +2,7 @@
 
 import pytest
 
-from benchmarks.false_rejections.__main__ import REPO_ROOT, load_cases, run_suite
+from benchmarks.false_rejections import SUITE
 from cuda_gym.tasks import task_from_file
 
 # KernelBench level-1 style tasks whose kernels rely on the inputs' structure (triangular,
@@ -16,23 +16,23 @@ REPRESENTATIVE = (
 
 
 def test_cases_are_well_formed_and_expect_acceptance():
-    cases = load_cases()
+    cases = SUITE.load_cases()
     assert len(cases) >= 15 and all(c.legit for c in cases)
-    assert {c.name for c in load_cases("cpu")} >= set(REPRESENTATIVE)
+    assert {c.name for c in SUITE.load_cases("cpu")} >= set(REPRESENTATIVE)
     patterns = [c.pattern for c in cases]
     assert len(set(patterns)) == len(patterns), "pattern names must be distinct"
     for case in cases:
-        task_from_file(REPO_ROOT / case.task)  # a KernelBench-format task
+        task_from_file(SUITE.task_ref(case))  # a KernelBench-format task
 
 
 def test_an_unknown_case_is_refused():
     with pytest.raises(ValueError, match="unknown case"):
-        load_cases(only=["no_such_case"])
+        SUITE.load_cases(only=["no_such_case"])
 
 
 @pytest.mark.slow
 def test_structure_relying_kernels_are_accepted_on_the_cpu():
-    report = run_suite("cpu", only=REPRESENTATIVE, jobs=2)
+    report = SUITE.run("cpu", only=REPRESENTATIVE, jobs=2)
     rejected = {r["case"]: r["error"][:300] for r in report["cases"] if not r["ok"]}
     assert not rejected, rejected
     assert report["passed"] == len(REPRESENTATIVE)

@@ -2,7 +2,8 @@
 
     python -m benchmarks.kernelbench --kernelbench-dir DIR --levels 1,2,3 \
         (--agent openai --model M | --agent scripted --solutions-dir S | --solutions-dir S \
-         | --reference-as-solution) --device cuda|cpu --mode strict|paper|kernelbench --out OUT
+         | --reference-as-solution) --device cuda|cpu \
+        --tolerance-mode strict|paper|kernelbench --out OUT
 
 Writes OUT/records/ (one JSON per problem; an interrupted run resumes where it stopped),
 OUT/trajectories/ (agents), OUT/report.json, OUT/report.md and OUT/plots/.
@@ -61,7 +62,14 @@ def parse_args(argv: list[str] | None = None) -> HarnessConfig:
     chat.add_argument("--seed", type=int, default=d["seed"].default)
     judge = p.add_argument_group("judging")
     judge.add_argument("--device", choices=("cuda", "cpu"), default=d["device"].default)
-    judge.add_argument("--mode", choices=MODES, default=d["mode"].default)
+    judge.add_argument(
+        "--tolerance-mode",
+        "--mode",  # the old name, kept as an alias
+        dest="tolerance_mode",
+        choices=MODES,
+        default=d["tolerance_mode"].default,
+        help="precision (--mode is a deprecated alias)",
+    )
     judge.add_argument("--warmup-runs", type=int, default=d["warmup_runs"].default)
     judge.add_argument("--timed-runs", type=int, default=d["timed_runs"].default)
     judge.add_argument("--correctness-trials", type=int, default=d["correctness_trials"].default)
@@ -122,7 +130,7 @@ def parse_args(argv: list[str] | None = None) -> HarnessConfig:
         trajectories_dir=a.trajectories_dir,
         reference_as_solution=a.reference_as_solution,
         device=a.device,
-        mode=a.mode,
+        tolerance_mode=a.tolerance_mode,
         workers=a.workers,
         gpus=a.gpus,
         max_turns=a.max_turns,

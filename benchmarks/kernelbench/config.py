@@ -25,7 +25,7 @@ RESULT_FIELDS = (
     "trajectories_dir",
     "reference_as_solution",
     "device",
-    "mode",
+    "tolerance_mode",
     "max_turns",
     "time_budget_s",
     "warmup_runs",
@@ -62,7 +62,7 @@ class HarnessConfig:
         trajectories_dir: Trajectories to replay (`level1/19_ReLU.jsonl`).
         reference_as_solution: Sanity run: judge each reference as its own candidate.
         device: "cuda" or "cpu".
-        mode: Precision mode: "strict", "paper" or "kernelbench".
+        tolerance_mode: Precision mode: "strict", "paper" or "kernelbench".
         workers: Problems judged at once (child processes); 1 runs them one after another.
         gpus: GPU indices the workers are spread over, round-robin (each worker sees only its
             GPU); None = all workers share the visible GPUs. Workers on one GPU overlap
@@ -112,7 +112,7 @@ class HarnessConfig:
     trajectories_dir: Path | None = None
     reference_as_solution: bool = False
     device: str = "cuda"
-    mode: str = "strict"
+    tolerance_mode: str = "strict"
     workers: int = 1
     gpus: tuple[int, ...] | None = None
     max_turns: int = 40
@@ -172,8 +172,8 @@ class HarnessConfig:
             raise ConfigError(f"tool_mode must be one of {TOOL_MODES}")
         if self.device not in ("cuda", "cpu"):
             raise ConfigError(f"device must be 'cuda' or 'cpu', got {self.device!r}")
-        if self.mode not in MODES:
-            raise ConfigError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.tolerance_mode not in MODES:
+            raise ConfigError(f"tolerance_mode must be one of {MODES}, got {self.tolerance_mode!r}")
         if self.workers < 1:
             raise ConfigError("workers must be at least 1")
         if self.gpus is not None and (not self.gpus or self.workers % len(self.gpus)):
@@ -189,7 +189,7 @@ class HarnessConfig:
         """The judge configuration of this run."""
         return JudgeConfig(
             device=self.device,
-            tolerance_mode=self.mode,
+            tolerance_mode=self.tolerance_mode,
             allow_vendor_libraries=self.allow_vendor_libraries,
             correctness_trials=self.correctness_trials,
             warmup_runs=self.warmup_runs,

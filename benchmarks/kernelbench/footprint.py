@@ -29,7 +29,7 @@ device, which computes shapes and dtypes but allocates nothing. Where forward ca
 large as the inputs, with no intermediates.
 
     python -m benchmarks.kernelbench.footprint --kernelbench-dir DIR [--levels 1,2,3] \
-        [--mode paper|strict] [--run OUT] [--out F.json]
+        [--tolerance-mode paper|strict] [--run OUT] [--out F.json]
 
 prints every problem's estimate and, with --run, the peak each judgement measured (the judge's
 `device_peak_bytes` flag: PyTorch's reserved bytes in the candidate and reference workers) beside
@@ -52,6 +52,7 @@ from benchmarks.kernelbench.problems import Problem, discover_problems
 from benchmarks.kernelbench.records import read_record
 from benchmarks.kernelbench.report import print_summary
 from cuda_gym.judge.config import MODES
+from cuda_gym.judge.verdict import Flag
 
 logger = logging.getLogger(__name__)
 
@@ -114,8 +115,8 @@ def _load(problem: Problem):
     return module
 
 
-def estimate_bytes(problem: Problem, mode: str = "paper") -> int | None:
-    """Peak GPU bytes of judging `problem` in `mode` (see the module doc), or None if unknown."""
+def estimate_bytes(problem: Problem, tolerance_mode: str = "paper") -> int | None:
+    """Peak GPU bytes of judging `problem` in `tolerance_mode` (see the module doc), or None."""
     try:
         module = _load(problem)
         with torch.device("meta"):
@@ -147,7 +148,7 @@ def estimate_bytes(problem: Problem, mode: str = "paper") -> int | None:
         + SHRINK_SETS * shrink
         + held_bytes
     )
-    if mode == "strict":
+    if tolerance_mode == "strict":
         reference = (
             STRICT_REFERENCE_INPUT_SETS * in_bytes
             + STRICT_REFERENCE_OUTPUT_SETS * out_bytes
@@ -161,7 +162,7 @@ def estimate_bytes(problem: Problem, mode: str = "paper") -> int | None:
 
 def measured_bytes(record: dict | None) -> int | None:
     """The larger of a judgement's two workers' peak reserved bytes, if its record has them."""
-    peaks = (((record or {}).get("verdict") or {}).get("flags") or {}).get("device_peak_bytes")
+    peaks = (((record or {}).get("verdict") or {}).get("flags") or {}).get(Flag.DEVICE_PEAK_BYTES)
     if not isinstance(peaks, dict):
         return None
     values = [p.get("reserved") for p in peaks.values() if isinstance(p, dict)]
@@ -170,13 +171,13 @@ def measured_bytes(record: dict | None) -> int | None:
 
 
 def check_estimates(
-    kernelbench_dir: Path, levels: tuple[int, ...], run: Path | None, mode: str = "paper"
+    kernelbench_dir: Path, levels: tuple[int, ...], run: Path | None, tolerance_mode: str = "paper"
 ) -> dict:
     """Each problem's estimate (GiB), with the run's measured peak and their ratio where known."""
     gib = float(1 << 30)
     rows = []
     for problem in discover_problems(kernelbench_dir, levels):
-        est = estimate_bytes(problem, mode)
+        est = estimate_bytes(problem, tolerance_mode)
         meas = measured_bytes(read_record(run, problem)) if run else None
         rows.append(
             {
@@ -190,7 +191,7 @@ def check_estimates(
     return {
         "kernelbench_dir": str(kernelbench_dir),
         "run": str(run) if run else None,
-        "mode": mode,
+        "tolerance_mode": tolerance_mode,
         "problems": len(rows),
         "estimated": sum(r["estimate_gib"] is not None for r in rows),
         "measured": len(ratios),
@@ -207,13 +208,20 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kernelbench-dir", required=True)
     p.add_argument("--levels", default="1,2,3")
-    p.add_argument("--mode", choices=MODES, default="paper")
+    p.add_argument(
+        "--tolerance-mode",
+        "--mode",  # the old name, kept as an alias
+        dest="tolerance_mode",
+        choices=MODES,
+        default="paper",
+        help="precision (--mode is a deprecated alias)",
+    )
     p.add_argument("--run", default=None, help="a harness output directory with records")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     levels = tuple(int(x) for x in a.levels.split(",") if x.strip())
     run = Path(a.run) if a.run else None
-    result = check_estimates(Path(a.kernelbench_dir), levels, run, a.mode)
+    result = check_estimates(Path(a.kernelbench_dir), levels, run, a.tolerance_mode)
     print_summary(result, a.out)
     return result
 

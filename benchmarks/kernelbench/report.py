@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from benchmarks.kernelbench.metrics import BASELINES, FAST_P, spread
+from cuda_gym.judge.verdict import Flag
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ def markdown(report: dict) -> str:
         "# KernelBench harness report",
         "",
         f"- solver: **{report['solver']}**; device: {cfg['device']} "
-        f"({sysf['device']['name']}); precision mode: **{cfg['mode']}**",
+        f"({sysf['device']['name']}); precision mode: **{cfg['tolerance_mode']}**",
         f"- torch {sysf['torch']} (CUDA {sysf['torch_cuda']}); cuda_gym {sysf['cuda_gym']}; "
         f"harness {report['harness_version']} at {sysf.get('harness_commit')}",
         "- records judged by harness commit: "
@@ -199,7 +200,7 @@ def write_plots(report: dict, records: list[dict], out: Path) -> dict[str, str]:
     ax.set_ylabel("% of problems")
     ax.set_ylim(0, 100)
     ax.legend()
-    ax.set_title(f"KernelBench ({report['config']['mode']} mode)")
+    ax.set_title(f"KernelBench ({report['config']['tolerance_mode']} mode)")
     fig.tight_layout()
     path = plots_dir / "pass_faster.png"
     fig.savefig(path, dpi=120)
@@ -218,7 +219,7 @@ GPU_BOUND_SHARE = 0.9
 def kernel_share(record: dict) -> float | None:
     """Profiled GPU kernel time per call over the timed median; None where not profiled."""
     verdict = record.get("verdict") or {}
-    kernels_ms = (verdict.get("flags") or {}).get("profile_kernel_ms_per_call")
+    kernels_ms = (verdict.get("flags") or {}).get(Flag.PROFILE_KERNEL_MS_PER_CALL)
     timed_ms = (verdict.get("time_ms") or {}).get("candidate")
     if not kernels_ms or not timed_ms:
         return None

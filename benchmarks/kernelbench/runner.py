@@ -28,6 +28,7 @@ from benchmarks.kernelbench.system import system_facts
 from cuda_gym.errors import ConfigError, CudaGymError
 from cuda_gym.judge.baselines import JsonCache, baseline_key, has_baselines
 from cuda_gym.judge.device import device_info
+from cuda_gym.judge.verdict import Flag
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,8 @@ def claim_run_dir(cfg: HarnessConfig) -> None:
     fingerprint = cfg.fingerprint()
     if run_file.is_file():
         previous = json.loads(run_file.read_text()).get("fingerprint")
+        if previous and "mode" in previous:  # written before the field was `tolerance_mode`
+            previous.setdefault("tolerance_mode", previous.pop("mode"))
         if previous != fingerprint:
             changed = sorted(k for k in fingerprint if (previous or {}).get(k) != fingerprint[k])
             raise ConfigError(
@@ -279,7 +282,7 @@ def memory_budget(cfg: HarnessConfig) -> float | None:
 
 
 def _job_bytes(job: ProblemJob) -> float:
-    return float(estimate_bytes(job.problem, job.config.mode) or 0)
+    return float(estimate_bytes(job.problem, job.config.tolerance_mode) or 0)
 
 
 def _run_jobs(cfg: HarnessConfig, jobs: list, progress: Progress, deadline: float | None) -> bool:
@@ -353,9 +356,9 @@ def build_report(
     efforts["overall"] = effort(present)
     numerics = next(
         (
-            (r.get("verdict") or {}).get("flags", {}).get("numerics")
+            (r.get("verdict") or {}).get("flags", {}).get(Flag.NUMERICS)
             for r in present
-            if (r.get("verdict") or {}).get("flags", {}).get("numerics")
+            if (r.get("verdict") or {}).get("flags", {}).get(Flag.NUMERICS)
         ),
         None,
     )
@@ -393,7 +396,7 @@ def build_report(
             f"calls, fresh input clones per call; {timer}; {jc.correctness_trials} "
             "correctness input sets",
         },
-        "tolerance_mode": cfg.mode,
+        "tolerance_mode": cfg.tolerance_mode,
         "baselines_file": str(cfg.resolved_baselines_file),
         "counts": counts,
         "metrics": summarize(by_level),

@@ -2,6 +2,22 @@
 
 from cuda_gym.judge.config import JudgeConfig
 from cuda_gym.judge.judge import Judge
-from cuda_gym.judge.verdict import BuildResult, Verdict, compute_reward, milestone_reward
+from cuda_gym.judge.verdict import (
+    BuildResult,
+    Flag,
+    Verdict,
+    ViolationKind,
+    compute_reward,
+    milestone_reward,
+)
 
-__all__ = ["BuildResult", "Judge", "JudgeConfig", "Verdict", "compute_reward", "milestone_reward"]
+__all__ = [
+    "BuildResult",
+    "Flag",
+    "Judge",
+    "JudgeConfig",
+    "Verdict",
+    "ViolationKind",
+    "compute_reward",
+    "milestone_reward",
+]

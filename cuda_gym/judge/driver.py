@@ -55,6 +55,7 @@ from cuda_gym.judge.protocol import (
 )
 from cuda_gym.judge.timing import L2_FLUSH_BYTES, kernel_origin
 from cuda_gym.judge.untrusted import RunnerFailed, RunnerLink, runner_sandbox
+from cuda_gym.judge.verdict import ViolationKind, format_violation
 
 ROUND_TRIP_CALLS = 20
 # A runner's first call (and a profiled call) may take this much longer than later ones: lazy
@@ -70,9 +71,10 @@ MIN_RECHECKS = 2
 PROFILE_MISMATCH_FACTOR = 1.5
 # Host escapes of tensor data from Python (torch.tensor(list) is aten::lift_fresh of host data).
 REFUSED_OPS = frozenset({"aten::lift_fresh"})
-NO_OWN_KERNEL = (
-    "no_own_kernel: ModelNew.forward called none of the solution's own compiled functions"
-    " (outputs made by PyTorch's allowed copy and view ops alone)"
+NO_OWN_KERNEL = format_violation(
+    ViolationKind.NO_OWN_KERNEL,
+    "ModelNew.forward called none of the solution's own compiled functions"
+    " (outputs made by PyTorch's allowed copy and view ops alone)",
 )
 
 
@@ -129,7 +131,9 @@ class Served:
         self.own_calls += reply.own_calls
         outputs, mutated = self.handover.collect(reply.values)
         if mutated:
-            note = "input_mutated: ModelNew.forward modified one of its inputs"
+            note = format_violation(
+                ViolationKind.INPUT_MUTATED, "ModelNew.forward modified one of its inputs"
+            )
             if note not in self.violations:
                 self.violations.append(note)
         if reply.error is not None:

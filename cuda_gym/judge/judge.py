@@ -39,7 +39,14 @@ from cuda_gym.judge.static_checks import (
     string_constants,
 )
 from cuda_gym.judge.transfer import remove_stale
-from cuda_gym.judge.verdict import BuildResult, Verdict, compute_reward
+from cuda_gym.judge.verdict import (
+    BuildResult,
+    Flag,
+    Verdict,
+    ViolationKind,
+    compute_reward,
+    format_violation,
+)
 from cuda_gym.runtime import python_child_env, run_process
 from cuda_gym.runtime.process import Pause
 from cuda_gym.runtime.sandbox import GiB, check_support
@@ -136,7 +143,7 @@ class Judge:
         if task.device == "any":
             task = task.for_device(cfg.device)
         verdict = Verdict(
-            mode=cfg.tolerance_mode,
+            tolerance_mode=cfg.tolerance_mode,
             reward_kind=cfg.reward,
             device=cfg.device,
             device_name=self.info.name,
@@ -149,7 +156,7 @@ class Judge:
                 snap = tmp_path / "solution"
                 snap.mkdir()
                 (snap / SOLUTION_FILE).write_text(task.source.rstrip() + "\n\n\nModelNew = Model\n")
-                verdict.flags["reference_as_candidate"] = True
+                verdict.flags[Flag.REFERENCE_AS_CANDIDATE] = True
             else:
                 snap = _snapshot(solution_dir, tmp_path / "solution")
             self._judge(
@@ -172,7 +179,7 @@ class Judge:
         )
         verdict.verdict = "accept" if verdict.correct else "reject"
         if not cfg.sandboxed:
-            verdict.flags["unsandboxed"] = True
+            verdict.flags[Flag.UNSANDBOXED] = True
             _warn_unsandboxed()
         verdict.duration_s = time.monotonic() - start
         return verdict
@@ -301,11 +308,11 @@ class Judge:
             # running out of time means an overloaded machine, not a verdict. Once more, with
             # twice the time.
             logger.warning("the driver of %s timed out; retrying once", task.task_id)
-            verdict.flags["driver_retried"] = run["error"][:300]
+            verdict.flags[Flag.DRIVER_RETRIED] = run["error"][:300]
             run = self._run_worker("candidate", tmp, request, 2 * timeout_s, task=task)
         if self._ran_out_of_memory(run):
             # Other judgements may have held the device's memory: once more, alone on it.
-            verdict.flags["retried_alone_after_oom"] = ["candidate"]
+            verdict.flags[Flag.RETRIED_ALONE_AFTER_OOM] = ["candidate"]
             request["gate_alone"] = True
             run = self._run_worker("candidate", tmp, request, timeout_s, task=task)
         verdict.stage_times_s["candidate"] = run["duration_s"]
@@ -327,7 +334,7 @@ class Judge:
                 if b.error is not None:
                     baselines[name] = {"error": b.error}
                     # A baseline that could not be timed earns no milestone against it: say why.
-                    verdict.flags.setdefault("baseline_errors", {})[name] = b.error[:1500]
+                    verdict.flags.setdefault(Flag.BASELINE_ERRORS, {})[name] = b.error[:1500]
             if has_baselines(baselines, cfg.baselines):
                 self._baselines.put(key, baselines)
         else:
@@ -380,11 +387,11 @@ class Judge:
             verdict.stage_times_s["probe"] = probe_run["duration_s"]
             _add_worker_stages(verdict, "probe", probe_run["result"])
         if probe["degenerate"].get(cfg.tolerance_mode):
-            verdict.flags["degenerate_task"] = probe["degenerate"][cfg.tolerance_mode]
+            verdict.flags[Flag.DEGENERATE_TASK] = probe["degenerate"][cfg.tolerance_mode]
         if probe.get("fp64_disagrees") and cfg.tolerance_mode == "strict":
             # Strict mode's float64 reference computes something else for this task (e.g. a
             # dtype-dependent random draw): float32 outputs are held to kernelbench's 1e-4.
-            verdict.flags["fp64_disagrees"] = True
+            verdict.flags[Flag.FP64_DISAGREES] = True
         usable = set(probe["distributions"])
         # Each transform touches only the inputs whose invariants it keeps (judge/contract.py).
         masks = (probe.get("input_contract") or {}).get("masks")
@@ -405,16 +412,14 @@ class Judge:
         checks["fallback_ban"] = (
             None
             if reference_as_candidate
-            else not any(v.startswith("torch_fallback") for v in verdict.violations)
+            else not verdict.has_violation(ViolationKind.TORCH_FALLBACK)
         )
-        checks["outputs_plain"] = not any(
-            v.startswith(("output_alias", "output_type")) for v in verdict.violations
+        checks["outputs_plain"] = not verdict.has_violation(
+            ViolationKind.OUTPUT_ALIAS, ViolationKind.OUTPUT_TYPE
         )
-        checks["inputs_unmutated"] = not any(
-            v.startswith("input_mutated") for v in verdict.violations
-        )
+        checks["inputs_unmutated"] = not verdict.has_violation(ViolationKind.INPUT_MUTATED)
         if result.numerics:
-            verdict.flags["numerics"] = result.numerics
+            verdict.flags[Flag.NUMERICS] = result.numerics
         if result.candidate_error is not None:
             verdict.compiled = not result.build_failed
             if result.build_failed:
@@ -434,19 +439,25 @@ class Judge:
         verdict.details = list(cmp.details)
         checks["deterministic"] = result.deterministic
         if not result.deterministic and not verdict.correct:
-            verdict.flags["nondeterministic"] = True
+            verdict.flags[Flag.NONDETERMINISTIC] = True
         elif not result.deterministic:
             verdict.violations.append(
-                "nondeterministic: two runs on the same input differ beyond the tolerance "
-                "(a race or a read of uninitialised memory)"
+                format_violation(
+                    ViolationKind.NONDETERMINISTIC,
+                    "two runs on the same input differ beyond the tolerance "
+                    "(a race or a read of uninitialised memory)",
+                )
             )
         elif not result.bitwise_deterministic:
-            verdict.flags["bitwise_nondeterministic"] = True
+            verdict.flags[Flag.BITWISE_NONDETERMINISTIC] = True
         recheck = result.timing_recheck
         checks["timing_recheck"] = None if recheck is None else recheck.correct
         if recheck is not None and not recheck.correct:
             verdict.violations.append(
-                "timing_recheck: outputs produced inside the timing loop are wrong"
+                format_violation(
+                    ViolationKind.TIMING_RECHECK,
+                    "outputs produced inside the timing loop are wrong",
+                )
             )
         if result.weights_not_copied:
             verdict.details.append(
@@ -455,10 +466,10 @@ class Judge:
             )
         verdict.profile_table = result.profile_table
         if result.kernels is not None:
-            verdict.flags["kernels"] = dataclasses.asdict(result.kernels)
-            verdict.flags["profile_kernel_ms_per_call"] = result.kernels.kernel_ms_per_call
+            verdict.flags[Flag.KERNELS] = dataclasses.asdict(result.kernels)
+            verdict.flags[Flag.PROFILE_KERNEL_MS_PER_CALL] = result.kernels.kernel_ms_per_call
         if result.gpu_state:
-            verdict.flags["gpu_state"] = result.gpu_state
+            verdict.flags[Flag.GPU_STATE] = result.gpu_state
         # The reference judged as the candidate runs PyTorch kernels by design.
         own_kernels = None if reference_as_candidate else result.kernels
         _check_timing_integrity(verdict, result.timing, own_kernels)
@@ -489,9 +500,9 @@ class Judge:
             "eager": baselines.get("eager", {}).get("median_ms"),
             "compile": baselines.get("compile", {}).get("median_ms"),
         }
-        verdict.flags["candidate_host_median_ms"] = timing.host_median_ms
+        verdict.flags[Flag.CANDIDATE_HOST_MEDIAN_MS] = timing.host_median_ms
         # The driver's full statistics: spread, round trip, warm-up calls, re-checked calls.
-        verdict.flags["candidate_timing"] = dataclasses.asdict(timing)
+        verdict.flags[Flag.CANDIDATE_TIMING] = dataclasses.asdict(timing)
         if cand_ms <= 0:
             return
         if verdict.time_ms["eager"]:
@@ -680,7 +691,7 @@ def _add_worker_stages(verdict: Verdict, role: str, result: dict) -> None:
         verdict.stage_times_s[f"{role}.{stage}"] = seconds
     peak = _device_peak(result.get("device_peak"))
     if peak:
-        verdict.flags.setdefault("device_peak_bytes", {})[role] = peak
+        verdict.flags.setdefault(Flag.DEVICE_PEAK_BYTES, {})[role] = peak
 
 
 def _device_peak(report) -> dict | None:
@@ -705,14 +716,14 @@ def _check_timing_integrity(
     """
     checks = verdict.checks
     if timing is not None and timing.side_work:
-        verdict.flags["side_work"] = {
+        verdict.flags[Flag.SIDE_WORK] = {
             "flush_ms": timing.flush_ms,
             "flush_excess_ms": timing.flush_excess_ms,
         }
     if kernels is not None and timing is not None and timing.median_ms > 0:
         ratio = kernels.kernel_ms_per_call / timing.median_ms
         if ratio > PROFILE_MISMATCH_FACTOR:
-            verdict.flags["profile_mismatch"] = {
+            verdict.flags[Flag.PROFILE_MISMATCH] = {
                 "profile_kernel_ms": kernels.kernel_ms_per_call,
                 "measured_ms": timing.median_ms,
             }
@@ -721,9 +732,12 @@ def _check_timing_integrity(
         if not checks["own_kernels"]:
             share = 100 * kernels.own_share
             verdict.violations.append(
-                f"foreign_kernels: the candidate's own kernels took {share:.0f}%"
-                f" of the GPU time (at least {100 * MIN_OWN_KERNEL_SHARE:.0f}% required); "
-                "top foreign kernels: " + "; ".join(kernels.foreign[:3])
+                format_violation(
+                    ViolationKind.FOREIGN_KERNELS,
+                    f"the candidate's own kernels took {share:.0f}%"
+                    f" of the GPU time (at least {100 * MIN_OWN_KERNEL_SHARE:.0f}% required); "
+                    "top foreign kernels: " + "; ".join(kernels.foreign[:3]),
+                )
             )
     if verdict.violations and verdict.correct:
         verdict.error = "Rule violations:\n" + "\n".join(verdict.violations)
@@ -748,7 +762,7 @@ def apply_speed_of_light(verdict: Verdict, roofline: dict | None) -> None:
     if not cand_ms or not sol_ms:
         return
     if cand_ms < SOL_SLACK * sol_ms:
-        verdict.flags["speed_of_light"] = {"candidate_ms": cand_ms, "bound_ms": sol_ms}
+        verdict.flags[Flag.SPEED_OF_LIGHT] = {"candidate_ms": cand_ms, "bound_ms": sol_ms}
         verdict.details.append(
             f"timed at {cand_ms:.4f} ms, below the task's speed-of-light bound of {sol_ms:.4f} ms: "
             "no speedup reward"
@@ -773,7 +787,10 @@ def static_violations(
                     errors="replace"
                 )
     found += check_native_sources(native)
-    return [f"static:{v.rule}: line {v.line}: {v.message}" for v in found]
+    return [
+        format_violation(ViolationKind.STATIC, f"line {v.line}: {v.message}", rule=v.rule)
+        for v in found
+    ]
 
 
 _SWEPT = threading.Event()

@@ -21,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cuda_gym.judge.verdict import ViolationKind, format_violation
+
 # Demangled undefined symbols that compute below the dispatcher or switch its modes off.
 _BELOW_DISPATCHER = re.compile(
     r"\bat::(?:cpu|native|compositeexplicitautograd|compositeexplicitautogradnonfunctional"
@@ -150,14 +152,22 @@ def symbol_violations(shared_object: Path) -> list[str]:
     try:
         symbols = undefined_symbols(shared_object)
     except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
-        return [f"native_symbols: {shared_object.name} could not be inspected ({exc})"]
+        return [
+            format_violation(
+                ViolationKind.NATIVE_SYMBOLS,
+                f"{shared_object.name} could not be inspected ({exc})",
+            )
+        ]
     bad = [s for s in symbols if _BELOW_DISPATCHER.search(s) or _BLAS.match(s)]
     if not bad:
         return []
     shown = "; ".join(sorted(set(bad))[:4])
     return [
-        f"native_symbols: {shared_object.name} calls PyTorch or BLAS compute below the "
-        f"dispatcher or switches dispatch off ({shown}): compute with your own kernels"
+        format_violation(
+            ViolationKind.NATIVE_SYMBOLS,
+            f"{shared_object.name} calls PyTorch or BLAS compute below the dispatcher or "
+            f"switches dispatch off ({shown}): compute with your own kernels",
+        )
     ]
 
 
@@ -168,10 +178,13 @@ def candidate_objects(pid: int, trusted_roots: tuple[str, ...] = ()) -> list[Pat
     `trusted_roots` counts as the candidate's: an extension in the build cache, in
     load_inline's directory, in the scratch directory.
     """
-    trusted = tuple(
-        str(Path(p).resolve()) + "/"
-        for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, *trusted_roots}
-    ) + _SYSTEM_ROOTS
+    trusted = (
+        tuple(
+            str(Path(p).resolve()) + "/"
+            for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, *trusted_roots}
+        )
+        + _SYSTEM_ROOTS
+    )
     found: dict[str, Path] = {}
     for proc_pid in _tree(pid):
         try:

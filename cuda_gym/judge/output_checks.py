@@ -1,8 +1,8 @@
-"""Checks the candidate's worker makes around each call: plain outputs, no aliasing, inputs intact.
+"""Checks on tensor bits: `bitwise_equal`, `Fingerprint` and `poison_allocator`.
 
-Also `poison_allocator`, which fills memory the CUDA caching allocator hands out next with NaN,
-so a kernel that leaves part of its output unwritten fails instead of reading stale results, and
-`Fingerprint`, a digest of an output's bits taken when forward returns and again later.
+`Fingerprint` is a digest of an output's bits taken when forward returns and again later;
+`poison_allocator` fills memory the CUDA caching allocator hands out next with NaN, so a kernel
+that leaves part of its output unwritten fails instead of reading stale results.
 """
 
 from __future__ import annotations
@@ -56,39 +56,6 @@ def poison_allocator(input_sets: list, device: str) -> None:
     poison = torch.empty(max(nbytes, 1 << 20) // 2, dtype=torch.float32, device=device)
     poison.fill_(float("nan"))
     del poison
-
-
-def _storage_span(t) -> tuple[int, int]:
-    start = t.untyped_storage().data_ptr()
-    return start, start + t.untyped_storage().nbytes()
-
-
-def is_plain_scalar(value) -> bool:
-    """None or a plain bool/int/float: the non-tensor outputs the trusted side can load."""
-    return value is None or type(value) in (bool, int, float)
-
-
-def output_violations(out: list, args: list, originals: list) -> list[str]:
-    """Plain tensors only, no aliasing of inputs, inputs left unmodified."""
-    found = []
-    arg_tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    for o in out:
-        if not isinstance(o, torch.Tensor) and not is_plain_scalar(o):
-            found.append(f"output_type: output is a {type(o).__name__}, not a plain Tensor")
-            continue
-        if isinstance(o, torch.Tensor):
-            if type(o) is not torch.Tensor:
-                found.append(f"output_type: output is a {type(o).__name__}, not a plain Tensor")
-                continue
-            o_lo, o_hi = _storage_span(o)
-            for a in arg_tensors:
-                a_lo, a_hi = _storage_span(a)
-                if o_lo < a_hi and a_lo < o_hi and o.numel() and a.numel():
-                    found.append("output_alias: an output shares memory with an input")
-    for arg, orig in zip(args, originals):
-        if isinstance(arg, torch.Tensor) and not bitwise_equal(arg, orig):
-            found.append("input_mutated: ModelNew.forward modified one of its inputs")
-    return found
 
 
 def bitwise_equal(a, b) -> bool:

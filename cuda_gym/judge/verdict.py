@@ -4,6 +4,134 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from enum import Enum
+
+
+class _NamedEnum(str, Enum):
+    """A str enum whose members print as their values (as in f-strings and JSON)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ViolationKind(_NamedEnum):
+    """The rule a `Verdict.violations` entry breaks: the text before the entry's first ":".
+
+    An entry reads "<kind>: <message>"; a static finding reads "static:<rule>: line N: ...",
+    its rule one of `static_checks.RULES`. The candidate's runner (judge/runner.py) imports
+    nothing of cuda_gym and writes its kinds (torch_fallback, output_type, output_alias,
+    async_work) as literal text; tests/judge/test_verdict.py pins them to this list.
+
+    Members:
+        STATIC: model_new.py or a kernels/ source breaks a source rule.
+        TORCH_FALLBACK: ModelNew.forward ran a PyTorch compute op or took tensor data to the host.
+        INPUT_MUTATED: ModelNew.forward modified one of its inputs.
+        OUTPUT_ALIAS: An output shares memory with an input.
+        OUTPUT_TYPE: An output is not a plain Tensor (or a plain scalar).
+        ASYNC_WORK: ModelNew.forward started a host thread that outlived the call.
+        NATIVE_SYMBOLS: The compiled extension calls PyTorch or BLAS compute below the dispatcher.
+        NO_OWN_KERNEL: ModelNew.forward called none of the solution's own compiled functions.
+        NONDETERMINISTIC: Two runs on one input differ beyond the tolerance.
+        TIMING_RECHECK: Outputs produced inside the timing loop are wrong.
+        FOREIGN_KERNELS: PyTorch's (or a disallowed vendor library's) kernels took most of the
+            profiled GPU time.
+    """
+
+    STATIC = "static"
+    TORCH_FALLBACK = "torch_fallback"
+    INPUT_MUTATED = "input_mutated"
+    OUTPUT_ALIAS = "output_alias"
+    OUTPUT_TYPE = "output_type"
+    ASYNC_WORK = "async_work"
+    NATIVE_SYMBOLS = "native_symbols"
+    NO_OWN_KERNEL = "no_own_kernel"
+    NONDETERMINISTIC = "nondeterministic"
+    TIMING_RECHECK = "timing_recheck"
+    FOREIGN_KERNELS = "foreign_kernels"
+
+
+def format_violation(kind: ViolationKind, message: str, rule: str | None = None) -> str:
+    """A violation as `Verdict.violations` holds it: "<kind>: <message>".
+
+    With `rule` (static findings): "static:<rule>: <message>".
+    """
+    head = kind.value if rule is None else f"{kind.value}:{rule}"
+    return f"{head}: {message}"
+
+
+def violation_kind(text: str) -> ViolationKind | None:
+    """The kind of a `Verdict.violations` entry; None for text of no known kind."""
+    head = text.split(":", 1)[0].strip()
+    try:
+        return ViolationKind(head)
+    except ValueError:
+        return None
+
+
+def violation_code(text: str) -> str | None:
+    """What names a violation in reports: its kind, or "static:<rule>" for a static finding."""
+    kind = violation_kind(text)
+    if kind is ViolationKind.STATIC:
+        parts = text.split(":", 2)
+        return f"static:{parts[1].strip()}" if len(parts) > 1 else kind.value
+    return None if kind is None else kind.value
+
+
+class Flag(_NamedEnum):
+    """The keys of `Verdict.flags`: facts worth auditing that do not change the verdict.
+
+    Members:
+        REFERENCE_AS_CANDIDATE: True: the task's own Model was judged as the candidate
+            (`Judge.evaluate_reference_as_candidate`).
+        UNSANDBOXED: True: judged without the OS sandbox (`JudgeConfig.sandboxed` off).
+        DRIVER_RETRIED: The error of the driver's first run, which timed out; it ran once more
+            with twice the time.
+        RETRIED_ALONE_AFTER_OOM: The roles that ran out of memory and ran once more alone on
+            the device.
+        BASELINE_ERRORS: Why a baseline could not be timed, by baseline name.
+        DEGENERATE_TASK: The trivial answers (judge/trivial.py) that pass this task in this
+            tolerance mode.
+        FP64_DISAGREES: True: strict mode's float64 reference computes something else for this
+            task; float32 outputs are held to kernelbench's 1e-4.
+        NUMERICS: The TF32 settings the driver pinned.
+        NONDETERMINISTIC: True: an incorrect candidate whose two runs on one input also differ.
+        BITWISE_NONDETERMINISTIC: True: two runs on one input agreed within the tolerance, but
+            not bit for bit.
+        KERNELS: The candidate's profiled GPU time by kernel origin (a KernelSummary as a dict;
+            untrusted).
+        PROFILE_KERNEL_MS_PER_CALL: The profiled kernel milliseconds per call (untrusted).
+        GPU_STATE: Clocks, temperature and power after timing (CUDA).
+        CANDIDATE_HOST_MEDIAN_MS: The candidate's median host wall-clock milliseconds per call.
+        CANDIDATE_TIMING: The driver's full timing statistics of the candidate (a TimingStats
+            as a dict).
+        DEVICE_PEAK_BYTES: Peak GPU memory ("allocated", "reserved" bytes) by worker role.
+        SIDE_WORK: The L2 flush before the timed calls ran slower than alone: other work was on
+            the GPU ({"flush_ms", "flush_excess_ms"}).
+        PROFILE_MISMATCH: The profiled kernel time is far from the measured time
+            ({"profile_kernel_ms", "measured_ms"}).
+        SPEED_OF_LIGHT: Timed below the task's speed-of-light bound, so no speedup is credited
+            ({"candidate_ms", "bound_ms"}).
+    """
+
+    REFERENCE_AS_CANDIDATE = "reference_as_candidate"
+    UNSANDBOXED = "unsandboxed"
+    DRIVER_RETRIED = "driver_retried"
+    RETRIED_ALONE_AFTER_OOM = "retried_alone_after_oom"
+    BASELINE_ERRORS = "baseline_errors"
+    DEGENERATE_TASK = "degenerate_task"
+    FP64_DISAGREES = "fp64_disagrees"
+    NUMERICS = "numerics"
+    NONDETERMINISTIC = "nondeterministic"
+    BITWISE_NONDETERMINISTIC = "bitwise_nondeterministic"
+    KERNELS = "kernels"
+    PROFILE_KERNEL_MS_PER_CALL = "profile_kernel_ms_per_call"
+    GPU_STATE = "gpu_state"
+    CANDIDATE_HOST_MEDIAN_MS = "candidate_host_median_ms"
+    CANDIDATE_TIMING = "candidate_timing"
+    DEVICE_PEAK_BYTES = "device_peak_bytes"
+    SIDE_WORK = "side_work"
+    PROFILE_MISMATCH = "profile_mismatch"
+    SPEED_OF_LIGHT = "speed_of_light"
 
 
 def milestone_reward(
@@ -99,13 +227,14 @@ class Verdict:
         speedup_vs_eager: Eager median time / candidate median time, when timed.
         speedup_vs_compile: torch.compile median time / candidate median time, when timed.
         time_ms: Median milliseconds: "candidate", "eager", "compile" (None if not measured).
-        violations: Rule violations found (empty in a clean run).
+        violations: Rule violations found (empty in a clean run), each "<kind>: <message>"
+            (see `ViolationKind`).
         max_abs_error: Largest |candidate - reference| over all outputs and trials.
         max_rel_error: Largest |candidate - reference| / (|reference| + atol).
         checks: Which checks ran and whether each passed (None: not run).
-        flags: Facts worth auditing that do not change the verdict (e.g. a degenerate task).
+        flags: Facts worth auditing that do not change the verdict, keyed by `Flag`.
         trials: Number of input sets checked.
-        mode: Precision mode ("strict", "kernelbench" or "paper").
+        tolerance_mode: Precision mode ("strict", "kernelbench" or "paper").
         reward_kind: Which reward function produced `reward`.
         device: "cuda" or "cpu"; `device_name` the GPU or CPU model.
         build: The BuildResult, when a build ran.
@@ -130,7 +259,7 @@ class Verdict:
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     trials: int = 0
-    mode: str = ""
+    tolerance_mode: str = ""
     reward_kind: str = "milestone"
     checks: dict[str, bool | None] = field(default_factory=dict)
     flags: dict[str, object] = field(default_factory=dict)
@@ -142,14 +271,25 @@ class Verdict:
     duration_s: float = 0.0
     stage_times_s: dict[str, float] = field(default_factory=dict)
 
+    def has_violation(self, *kinds: ViolationKind) -> bool:
+        """Whether an entry of `violations` is of one of `kinds`."""
+        return any(violation_kind(v) in kinds for v in self.violations)
+
     def to_dict(self) -> dict:
-        """A JSON-ready dict of every field."""
-        return asdict(self)
+        """A JSON-ready dict of every field (flag keys as plain strings)."""
+        data = asdict(self)
+        data["flags"] = {str(k): v for k, v in data["flags"].items()}
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> Verdict:
-        """The Verdict that `to_dict` produced (e.g. after crossing a process boundary)."""
+        """The Verdict that `to_dict` produced (e.g. after crossing a process boundary).
+
+        Records written before the field was named `tolerance_mode` hold it as "mode".
+        """
         fields = dict(data)
+        if "mode" in fields:
+            fields.setdefault("tolerance_mode", fields.pop("mode"))
         if isinstance(fields.get("build"), dict):
             build = dict(fields["build"])
             build["sources"] = tuple(build.get("sources", ()))

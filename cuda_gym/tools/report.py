@@ -54,7 +54,7 @@ def correctness_text(verdict: Verdict, workspace_root: str | None = None) -> str
         return f"FAIL while running the candidate (stage '{verdict.stage}'):\n{error}"
     errs = (
         f"max abs error {verdict.max_abs_error:.3g}, max rel error {verdict.max_rel_error:.3g} "
-        f"(precision mode {verdict.mode})"
+        f"(precision mode {verdict.tolerance_mode})"
     )
     if verdict.correct:
         n = verdict.trials

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cuda_gym.judge import Judge, JudgeConfig
+from cuda_gym.judge import Judge, JudgeConfig, ViolationKind
 from cuda_gym.tasks import builtin_task
 from tests.solutions import TASK_ID, write_solution
 
@@ -72,4 +72,4 @@ def test_skipping_work_after_the_correctness_calls_is_caught(task, tmp_path):
     (root / "model_new.py").write_text(COUNTING_MODEL_NEW)
     verdict = Judge(JudgeConfig(device="cuda", cache_dir=tmp_path / "cache")).evaluate(task, root)
     assert not verdict.correct
-    assert any(v.startswith("timing_recheck") for v in verdict.violations), verdict.violations
+    assert verdict.has_violation(ViolationKind.TIMING_RECHECK), verdict.violations

@@ -6,6 +6,7 @@ import pytest
 
 from cuda_gym.demo import MODEL_NEW
 from cuda_gym.judge import Judge, JudgeConfig
+from cuda_gym.judge.verdict import violation_kind
 from cuda_gym.tasks import builtin_task, task_from_string
 from tests.judge.exploit_kernels import SOURCE
 from tests.solutions import TASK_ID, model_new_calling
@@ -31,7 +32,7 @@ def exploit(tmp_path, function):
 
 
 def reasons(verdict):
-    return [v.split(":")[0] for v in verdict.violations]
+    return [str(violation_kind(v)) for v in verdict.violations]
 
 
 def test_honest_kernel_passes_every_check(task, tmp_path):
@@ -46,7 +47,7 @@ def test_honest_kernel_passes_every_check(task, tmp_path):
         "deterministic": True,
         "timing_recheck": True,
     }
-    assert verdict.mode == "strict" and verdict.violations == []
+    assert verdict.tolerance_mode == "strict" and verdict.violations == []
 
 
 def test_python_level_torch_fallback_is_refused(task, tmp_path):
@@ -87,7 +88,7 @@ def test_precision_downgrade_fails_strict_but_passes_paper(task, tmp_path):
     strict = judge_for().evaluate(task, solution, timing=False)
     assert strict.verdict == "reject" and "strict bound" in strict.error
     paper = judge_for(tolerance_mode="paper").evaluate(task, solution, timing=False)
-    assert paper.verdict == "accept" and paper.mode == "paper"
+    assert paper.verdict == "accept" and paper.tolerance_mode == "paper"
 
 
 def test_extra_input_distributions_catch_range_shortcuts(task, tmp_path):

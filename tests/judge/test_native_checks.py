@@ -8,6 +8,7 @@ import pytest
 from cuda_gym.judge import native_checks
 from cuda_gym.judge.native_checks import include_violations, preprocess
 from cuda_gym.judge.static_checks import check_native_sources
+from cuda_gym.judge.verdict import ViolationKind, violation_kind
 
 
 def test_backslash_newlines_are_joined_and_line_numbers_kept():
@@ -90,4 +91,5 @@ def test_symbol_violations_reads_a_real_shared_object(tmp_path):
     lib = tmp_path / "libk.so"
     subprocess.run(["cc", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
     found = native_checks.symbol_violations(lib)
-    assert len(found) == 1 and found[0].startswith("native_symbols:") and "sgemm_" in found[0]
+    assert len(found) == 1 and "sgemm_" in found[0]
+    assert violation_kind(found[0]) is ViolationKind.NATIVE_SYMBOLS

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from cuda_gym.config import EnvConfig
-from cuda_gym.judge import Judge, JudgeConfig
+from cuda_gym.judge import Judge, JudgeConfig, ViolationKind
 from cuda_gym.tasks import task_from_string
 
 pytestmark = pytest.mark.slow
@@ -66,7 +66,7 @@ def test_the_same_code_as_a_candidate_is_still_banned(judge, tmp_path):
     (tmp_path / "model_new.py").write_text(TORCH_CANDIDATE)
     verdict = judge.evaluate(task_from_string(TASK, "scaled_relu"), tmp_path, timing=False)
     assert not verdict.correct
-    assert any(v.startswith("torch_fallback") for v in verdict.violations)
+    assert verdict.has_violation(ViolationKind.TORCH_FALLBACK)
     assert "reference_as_candidate" not in verdict.flags
 
 

@@ -1,6 +1,12 @@
+import json
+import re
+from pathlib import Path
+
 import pytest
 
-from cuda_gym.judge import milestone_reward
+from cuda_gym import judge
+from cuda_gym.judge import Flag, Verdict, ViolationKind, milestone_reward
+from cuda_gym.judge.verdict import format_violation, violation_code, violation_kind
 
 
 @pytest.mark.parametrize(
@@ -23,3 +29,39 @@ def test_milestone_reward(correct, eager, compile_, expected):
 def test_milestone_reward_margin_is_configurable():
     assert milestone_reward(True, 1.2, 1.2, margin=0.25) == 1.0
     assert milestone_reward(True, 1.3, 1.3, margin=0.25) == 3.0
+
+
+def test_violations_read_back_as_their_kind_and_code():
+    fallback = format_violation(ViolationKind.TORCH_FALLBACK, "aten.mm called inside forward")
+    static = format_violation(ViolationKind.STATIC, "line 3: no try", rule="try_except")
+    assert fallback == "torch_fallback: aten.mm called inside forward"
+    assert static == "static:try_except: line 3: no try"
+    assert violation_kind(fallback) is ViolationKind.TORCH_FALLBACK
+    assert violation_kind(static) is ViolationKind.STATIC
+    assert violation_code(fallback) == "torch_fallback"
+    assert violation_code(static) == "static:try_except"
+    assert violation_kind("something else: x") is None and violation_code("no colon") is None
+    verdict = Verdict(violations=[fallback])
+    assert verdict.has_violation(ViolationKind.OUTPUT_TYPE, ViolationKind.TORCH_FALLBACK)
+    assert not verdict.has_violation(ViolationKind.STATIC)
+
+
+def test_the_runner_writes_only_known_violation_kinds():
+    # The runner imports nothing of cuda_gym: its kinds are literal text.
+    source = (Path(judge.__file__).parent / "runner.py").read_text()
+    written = set(re.findall(r'f?"([a-z_]+): ', source))
+    assert written == {"torch_fallback", "async_work", "output_type", "output_alias"}
+    assert all(violation_kind(f"{kind}: x") is not None for kind in written)
+
+
+def test_flags_serialise_with_plain_string_keys_and_old_records_load():
+    verdict = Verdict(tolerance_mode="paper")
+    verdict.flags[Flag.SIDE_WORK] = {"flush_ms": 0.1}
+    data = verdict.to_dict()
+    assert [type(k) for k in data["flags"]] == [str] and data["flags"] == {
+        "side_work": {"flush_ms": 0.1}
+    }
+    assert json.loads(json.dumps(data))["flags"] == {"side_work": {"flush_ms": 0.1}}
+    assert Verdict.from_dict(data).flags[Flag.SIDE_WORK] == {"flush_ms": 0.1}
+    old = {k: v for k, v in data.items() if k != "tolerance_mode"} | {"mode": "kernelbench"}
+    assert Verdict.from_dict(old).tolerance_mode == "kernelbench"

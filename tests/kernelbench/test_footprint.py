@@ -147,7 +147,7 @@ def test_in_strict_mode_the_reference_workers_float64_outputs_can_dominate(probl
 
     root = str(problems["2_Outer"].path.parent.parent)
     for mode in ("strict", "paper"):
-        cfg = parse_args([*cfg_argv(root), "--mode", mode])
+        cfg = parse_args([*cfg_argv(root), "--tolerance-mode", mode])
         job = ProblemJob(problems["2_Outer"], cfg)
         assert _job_bytes(job) == estimate_bytes(problems["2_Outer"], mode)
     assert estimate_bytes(problems["2_Outer"], "strict") > estimate_bytes(problems["2_Outer"])

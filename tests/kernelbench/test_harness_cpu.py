@@ -128,11 +128,11 @@ def test_solutions_dir_metrics_match_hand_computed_values(solutions_run):
     assert report["counts"] == {"done": 4, "missing": 1, "error": 0, "problems": 5, "not_run": 0}
     record = json.loads((solutions_run / "records/level1/1_ReLU.json").read_text())
     assert record["solution"]["adaptations"][0].startswith("extension name 'elementwise_relu'")
-    assert record["verdict"]["mode"] == "strict" and record["task_hash"]
+    assert record["verdict"]["tolerance_mode"] == "strict" and record["task_hash"]
     wrong = json.loads((solutions_run / "records/level2/2_Add_ReLU.json").read_text())
     assert not wrong["correct"] and "Incorrect output" in wrong["error"]
     # Configuration recorded in full.
-    assert report["config"]["mode"] == "strict" and report["tolerance_mode"] == "strict"
+    assert report["config"]["tolerance_mode"] == "strict" and report["tolerance_mode"] == "strict"
     assert report["timing"]["timed_runs"] == 3 and report["timing"]["warmup_runs"] == 1
     assert report["numerics"] == {"matmul_allow_tf32": False, "cudnn_allow_tf32": False}
     assert report["system"]["torch"] and report["system"]["device"]["device"] == "cpu"
@@ -161,9 +161,11 @@ def test_resume_reruns_only_unfinished_problems(tiny, solutions_run, capsys):
     check_metrics(load_report(solutions_run), SOLUTIONS_METRICS)
     # Other result-changing settings in the same directory are refused.
     code = harness(
-        tiny, solutions_run, "--solutions-dir", str(tiny["solutions"]), "--mode", "paper"
+        tiny, solutions_run, "--solutions-dir", str(tiny["solutions"]), "--tolerance-mode", "paper"
     )
-    assert code == 2 and "holds a run with other settings (mode)" in capsys.readouterr().err
+    assert (
+        code == 2 and "holds a run with other settings (tolerance_mode)" in capsys.readouterr().err
+    )
 
 
 def test_report_only_rebuilds_the_report_from_the_records_on_any_machine(
@@ -198,7 +200,7 @@ def test_report_only_rebuilds_the_report_from_the_records_on_any_machine(
     capsys.readouterr()
     # Other result settings are refused, as for a resume; so is a directory without a run.
     assert harness(tiny, out, *sols, "--mode", "paper", "--report-only", baselines=False) == 2
-    assert "other settings (mode)" in capsys.readouterr().err
+    assert "other settings (tolerance_mode)" in capsys.readouterr().err
     assert harness(tiny, tmp_path / "none", *sols, "--report-only", baselines=False) == 2
     assert "no run (no run.json)" in capsys.readouterr().err
 

@@ -1,9 +1,12 @@
 """Problem discovery, solution lookup and adaptation, and the harness configuration."""
 
+import json
+
 import pytest
 
 from benchmarks.kernelbench.__main__ import parse_args
 from benchmarks.kernelbench.problems import discover_problems
+from benchmarks.kernelbench.runner import claim_run_dir
 from benchmarks.kernelbench.solutions import find_solution, solution_files, unique_extension_names
 from cuda_gym.errors import ConfigError
 from cuda_gym.judge.config import FAST_WORKER_START_ENV
@@ -110,3 +113,17 @@ def test_fast_worker_start_reaches_the_judge_and_does_not_block_a_resume(kb, tmp
     assert parse_args(base).fingerprint() == fast.fingerprint()
     monkeypatch.setenv(FAST_WORKER_START_ENV, "1")  # the judge's default, left alone by the flag
     assert slow.judge_config().forks_workers
+
+
+def test_tolerance_mode_flag_keeps_mode_as_an_alias_and_old_runs_resume(kb, tmp_path):
+    base = ["--kernelbench-dir", str(kb), "--out", str(tmp_path / "o"), "--device", "cpu"]
+    base += ["--reference-as-solution"]
+    assert parse_args([*base, "--tolerance-mode", "paper"]).tolerance_mode == "paper"
+    cfg = parse_args([*base, "--mode", "paper"])
+    assert cfg.tolerance_mode == "paper" and cfg.judge_config().tolerance_mode == "paper"
+    # A run directory written when the fingerprint's key was "mode" resumes.
+    old = dict(cfg.fingerprint())
+    old["mode"] = old.pop("tolerance_mode")
+    cfg.out.mkdir(parents=True)
+    (cfg.out / "run.json").write_text(json.dumps({"fingerprint": old}))
+    claim_run_dir(cfg)

@@ -4,10 +4,8 @@ In the style of published solutions: helper functions in the C++ source, a build
 with hashlib under os.environ's TMPDIR, scratch allocated with torch.zeros(...).to(x.device), and
 the scalar parameters read with .item() and passed to the kernel as floats.
 
-Task: benchmarks/false_rejections/tasks/scaled_shift.py
+Task: tasks/scaled_shift.py
 Devices: cpu
-Kernels: none
-Timing: no
 Expect: accept
 """
 
@@ -70,11 +68,6 @@ ext = load_inline(
 
 
 class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.scale = nn.Parameter(torch.tensor([1.5]))
-        self.shift = nn.Parameter(torch.tensor([0.25]))
-
     def forward(self, x):
         norms = torch.zeros(x.shape[0]).to(x.device)  # scratch the kernel fills
         return ext.scaled_shift(x.contiguous(), norms, self.scale.item(), self.shift.item())

@@ -4,10 +4,8 @@ As KernelBench's flash-attention example does: scratch made with torch.zeros on 
 moved with .to(x.device) (aten._to_copy, allowed), scalar parameters read with .item(), helpers
 in the CUDA source, and a build directory named with hashlib and os.
 
-Task: benchmarks/false_rejections/tasks/scaled_shift.py
+Task: tasks/scaled_shift.py
 Devices: cuda
-Kernels: none
-Timing: no
 Expect: accept
 """
 
@@ -76,11 +74,6 @@ ext = load_inline(
 
 
 class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.scale = nn.Parameter(torch.tensor([1.5]))
-        self.shift = nn.Parameter(torch.tensor([0.25]))
-
     def forward(self, x):
         norms = torch.zeros(x.shape[0]).to(x.device)  # made on the CPU, moved: aten._to_copy
         return ext.scaled_shift(x.contiguous(), norms, self.scale.item(), self.shift.item())

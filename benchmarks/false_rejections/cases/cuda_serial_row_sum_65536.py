@@ -3,10 +3,8 @@
 The plainest correct reduction on a GPU: one thread per row, a float accumulator, left to right;
 its rounding error grows with the row length (no tree, no warp shuffles).
 
-Task: benchmarks/false_rejections/tasks/long_row_sum.py
+Task: tasks/long_row_sum.py
 Devices: cuda
-Kernels: none
-Timing: no
 Expect: accept
 """
 

@@ -3,10 +3,8 @@
 Each thread computes C[i][j] as sum over k of A[k][i] B[k][j]: A^T B, equal to A B because the
 task's inputs are symmetric, with coalesced reads of both operands along j and i.
 
-Task: benchmarks/false_rejections/tasks/symmetric_matmul.py
+Task: tasks/symmetric_matmul.py
 Devices: cuda
-Kernels: none
-Timing: no
 Expect: accept
 """
 

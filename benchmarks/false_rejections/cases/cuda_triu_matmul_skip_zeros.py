@@ -3,10 +3,8 @@
 One thread per C[i][j] sums only k in [i, j] (torch.triu inputs are zero elsewhere) and writes
 zeros below the diagonal; built with load_inline's cuda_sources.
 
-Task: benchmarks/false_rejections/tasks/triu_matmul.py
+Task: tasks/triu_matmul.py
 Devices: cuda
-Kernels: none
-Timing: no
 Expect: accept
 """
 

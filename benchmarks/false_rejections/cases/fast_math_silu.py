@@ -3,10 +3,8 @@
 exp(x) = 2^k p(r) with a degree-6 polynomial on r in [-ln2/2, ln2/2] (a few ulps, like the GPU's
 __expf), and the division by 1 + exp(-x) under -ffast-math's reciprocal approximations.
 
-Task: benchmarks/false_rejections/tasks/silu.py
+Task: tasks/silu.py
 Devices: cpu
-Kernels: none
-Timing: no
 Expect: accept
 """
 

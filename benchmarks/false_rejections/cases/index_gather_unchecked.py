@@ -3,10 +3,8 @@
 The kernel copies table rows by index without a bounds check: the task's indices come from
 torch.randint(0, rows), and an embedding kernel in the wild relies on that.
 
-Task: benchmarks/false_rejections/tasks/index_gather_rows.py
+Task: tasks/index_gather_rows.py
 Devices: cpu
-Kernels: none
-Timing: no
 Expect: accept
 """
 

@@ -3,10 +3,8 @@
 The kernel adds a score where mask != 0 instead of multiplying by the mask: the same sum because
 the task's mask holds only 0 and 1 ((rand > 0.3).float()).
 
-Task: benchmarks/false_rejections/tasks/masked_scores.py
+Task: tasks/masked_scores.py
 Devices: cpu
-Kernels: none
-Timing: no
 Expect: accept
 """
 

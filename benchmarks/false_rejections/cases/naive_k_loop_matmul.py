@@ -3,10 +3,8 @@
 Each output element is one fp32 dot product summed k = 0..K-1, no blocking, no split-K: the
 textbook triple loop, whose rounding error grows with K.
 
-Task: benchmarks/false_rejections/tasks/matmul_long_k.py
+Task: tasks/matmul_long_k.py
 Devices: cpu
-Kernels: none
-Timing: no
 Expect: accept
 """
 

@@ -3,10 +3,8 @@
 No threshold and no log1p: exact enough for the task's torch.randn inputs, which never come near
 exp's overflow at 88.
 
-Task: benchmarks/false_rejections/tasks/softplus.py
+Task: tasks/softplus.py
 Devices: cpu
-Kernels: none
-Timing: no
 Expect: accept
 """
 

@@ -3,10 +3,8 @@
 The task's input is a transposed view; forward calls .contiguous() (a copy, allowed) and the
 kernel then walks rows with unit stride.
 
-Task: benchmarks/false_rejections/tasks/transposed_scale_add.py
+Task: tasks/transposed_scale_add.py
 Devices: cpu
-Kernels: none
-Timing: no
 Expect: accept
 """
 

@@ -3,10 +3,8 @@
 The kernel keeps one float running sum per row and writes it after every element: an honest
 inclusive scan, whereas torch's CPU cumsum accumulates in double.
 
-Task: benchmarks/false_rejections/tasks/running_sum.py
+Task: tasks/running_sum.py
 Devices: cpu
-Kernels: none
-Timing: no
 Expect: accept
 """
 

@@ -3,10 +3,8 @@
 One loop per row adds the values in order into a float accumulator: the plainest correct
 reduction, whose rounding error grows with the row length (no pairwise or blocked order).
 
-Task: benchmarks/false_rejections/tasks/long_row_sum.py
+Task: tasks/long_row_sum.py
 Devices: cpu
-Kernels: none
-Timing: no
 Expect: accept
 """
 

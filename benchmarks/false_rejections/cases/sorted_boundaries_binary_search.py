@@ -3,10 +3,8 @@
 The kernel finds each value's bucket by bisection, which is right only because the task's
 boundaries are sorted (torch.sort), as torch.searchsorted requires too.
 
-Task: benchmarks/false_rejections/tasks/bucketize_sorted.py
+Task: tasks/bucketize_sorted.py
 Devices: cpu
-Kernels: none
-Timing: no
 Expect: accept
 """
 

@@ -3,10 +3,8 @@
 The kernel computes C = A^T B, reading A[k][i] where the product needs A[i][k]: the same matrix
 because the task's inputs are symmetric, and a unit-stride walk of both operands.
 
-Task: benchmarks/false_rejections/tasks/symmetric_matmul.py
+Task: tasks/symmetric_matmul.py
 Devices: cpu
-Kernels: none
-Timing: no
 Expect: accept
 """
 

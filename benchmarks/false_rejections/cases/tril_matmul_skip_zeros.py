@@ -3,10 +3,8 @@
 For C[i][j] (j <= i) the kernel sums only k in [j, i]: A[i][k] is zero for k > i and B[k][j] for
 k < j, as the task's get_inputs() guarantees (torch.tril). It writes zeros above the diagonal.
 
-Task: benchmarks/false_rejections/tasks/tril_matmul.py
+Task: tasks/tril_matmul.py
 Devices: cpu
-Kernels: none
-Timing: no
 Expect: accept
 """
 

@@ -3,10 +3,8 @@
 One kernel computes each row's mean and maximum and returns both tensors (std::vector in C++,
 a tuple in Python), as the task's forward does.
 
-Task: benchmarks/false_rejections/tasks/row_stats.py
+Task: tasks/row_stats.py
 Devices: cpu
-Kernels: none
-Timing: no
 Expect: accept
 """
 
