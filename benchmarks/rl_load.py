@@ -222,6 +222,7 @@ def judge_batch(
         for s in batch
     ]  # each replaced when its judgement ends
     submitted = 0
+    finished = [0]
     lock = threading.Lock()
     started = time.monotonic()
     with (
@@ -263,6 +264,16 @@ def judge_batch(
                     )
                 with lock:
                     records[sample.index] = record
+                    finished[0] += 1
+                    stages = record.get("stage_times_s") or {}
+                    top = sorted(stages.items(), key=lambda kv: -kv[1])[:4]
+                    print(
+                        f"  [{finished[0]}/{len(batch)}] {sample.label:<6} {sample.style:<6}"
+                        f" -> {record.get('verdict')} in {record['latency_s']} s"
+                        f" ({', '.join(f'{k} {v:.1f}' for k, v in top)})"
+                        f"{' ' + record['infra_error'][:200] if record.get('infra_error') else ''}",
+                        flush=True,
+                    )
 
             future.add_done_callback(done)
             futures.append(future)

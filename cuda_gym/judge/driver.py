@@ -321,6 +321,10 @@ class Driver:
         req = self.req
         with torch.no_grad():
             self._setup()
+            if req.baselines_only:
+                self._baselines()
+                self.result.stage = "done"
+                return self._finish()
             self.rep.enter("load")
             # A load that may compile holds no gate: compiling is host work of minutes.
             hold = roles.off_device if req.compile_extensions else _in_gate

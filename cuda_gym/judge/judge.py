@@ -10,6 +10,7 @@ results cross process boundaries as the dataclasses of cuda_gym.judge.protocol.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import logging
@@ -71,6 +72,8 @@ PROBE_TIMEOUT_S = 120.0
 PROFILE_MISMATCH_FACTOR = 1.5
 _PROBE_LOCKS: dict[str, threading.Lock] = {}
 _PROBE_LOCKS_GUARD = threading.Lock()
+# Baselines that could not be timed, by key: not retried by every judgement of this process.
+_BASELINE_FAILURES: dict[str, dict] = {}
 
 
 class Judge:
@@ -224,6 +227,63 @@ class Judge:
             self._probes.put(key, probe)
         return probe
 
+    def task_baselines(self, task: Task, run: dict | None = None) -> dict:
+        """The task's baseline timings, cached: {name: TimingStats dict, or {"error": text}}.
+
+        Timed once per task and GPU model, by a driver of their own (no candidate), while
+        concurrent judgements of the same task, in this process or others, wait and reuse them.
+        A baseline that failed is not retried by this process. run: receives the driver's run
+        when the baselines were timed now.
+        """
+        if task.device == "any":
+            task = task.for_device(self.config.device)
+        cfg = self.config
+        key = baseline_key(task.content_hash, self.info, cfg)
+        cached = self._baselines.get(key) or {}
+        if has_baselines(cached, cfg.baselines) or key in _BASELINE_FAILURES:
+            return cached or _BASELINE_FAILURES[key]
+        with _PROBE_LOCKS_GUARD:
+            lock = _PROBE_LOCKS.setdefault(f"baselines-{key}", threading.Lock())
+        with lock, self._baselines.lock(key):
+            cached = self._baselines.get(key) or {}
+            if has_baselines(cached, cfg.baselines) or key in _BASELINE_FAILURES:
+                return cached or _BASELINE_FAILURES[key]
+            wanted = [b for b in cfg.baselines if "median_ms" not in (cached.get(b) or {})]
+            baselines = dict(cached)
+            baselines.update(self._time_baselines(task, wanted, run))
+            if has_baselines(baselines, cfg.baselines):
+                self._baselines.put(key, baselines)
+            else:
+                _BASELINE_FAILURES[key] = baselines
+            return baselines
+
+    def _time_baselines(self, task: Task, wanted: list[str], run: dict | None) -> dict:
+        """Time `wanted` baselines in a driver of their own; {name: timing or error}."""
+        cfg = self.config
+        timeout_s = cfg.run_timeout_s * 2 + len(wanted) * (
+            cfg.run_timeout_s + cfg.compile_baseline_timeout_s
+        )
+        request = _baseline_request(cfg, wanted)
+        if cfg.device == "cuda":
+            request["device_bytes"] = device_bytes_estimate(self.probe_task(task))
+        with tempfile.TemporaryDirectory(
+            prefix=_scratch_prefix("judge"), dir=_scratch_dir()
+        ) as tmp:
+            res = self._run_worker("candidate", Path(tmp), request, timeout_s, task=task)
+            if self._ran_out_of_memory(res):
+                request["gate_alone"] = True
+                res = self._run_worker("candidate", Path(tmp), request, timeout_s, task=task)
+        if run is not None:
+            run.update(duration_s=res["duration_s"], result=res.get("result") or {})
+        if not res["ok"]:
+            error = f"timing the baselines of {task.task_id!r} failed: {res['error']}"[:2000]
+            return dict.fromkeys(wanted, {"error": error})
+        result = decode(CandidateResult, res["result"])
+        return {
+            name: dataclasses.asdict(b.timing) if b.timing is not None else {"error": b.error}
+            for name, b in result.baselines.items()
+        }
+
     # -- steps ------------------------------------------------------------------------------
 
     def _judge(
@@ -260,13 +320,9 @@ class Judge:
             verdict.flags["extensions_compiled_at_load"] = True
         probe, distributions = self._probe_for(task, verdict)
         seeds = [secrets.randbits(62) for _ in range(cfg.correctness_trials)]
-        key = baseline_key(task.content_hash, self.info, cfg)
-        cached = self._baselines.get(key) if timing else None
-        wanted = [b for b in cfg.baselines if timing and not (cached and b in cached)]
         runner_timeout_s = cfg.run_timeout_s + (cfg.build_timeout_s if compile_in_runner else 0)
-        baseline_timeout_s = cfg.run_timeout_s + (
-            cfg.compile_baseline_timeout_s if "compile" in wanted else 0
-        )
+        # The task's baselines (once per task, shared) are timed beside the candidate's run.
+        baselines_job = _Background(self.task_baselines, task) if timing else None
         request = {
             "solution_dir": str(snap),
             "module_dir": build.module_dir,
@@ -283,9 +339,9 @@ class Judge:
             "reference_as_candidate": reference_as_candidate,
             "warmup_runs": cfg.warmup_runs,
             "timed_runs": cfg.timed_runs,
-            "baselines": wanted,
+            "baselines": [],
             "runner_timeout_s": runner_timeout_s,
-            "baseline_timeout_s": baseline_timeout_s,
+            "baseline_timeout_s": cfg.run_timeout_s,
             "sandbox": cfg.sandboxed,
             "sandbox_data_bytes": _sandbox_data_bytes(cfg),
             "extensions_dir": inline.extensions_dir,
@@ -300,7 +356,7 @@ class Judge:
             check_support(cfg.device)  # a refused mechanism is a clear error, before any work
         # The driver's own work (reference passes, comparisons, the runners' start) gets the
         # run limit once more on top of what its runners may use.
-        timeout_s = runner_timeout_s + cfg.run_timeout_s + len(wanted) * baseline_timeout_s
+        timeout_s = runner_timeout_s + cfg.run_timeout_s
         verdict.stage = "load"
         run = self._run_worker("candidate", tmp, request, timeout_s, task=task)
         if not run["ok"] and run.get("timed_out"):
@@ -321,24 +377,19 @@ class Judge:
             raise WorkerError(f"judging on task {task.task_id!r} failed: {run['error']}")
         result = decode(CandidateResult, run["result"])
         self._apply(verdict, result, reference_as_candidate, len(seeds))
-        if result.baselines:
-            baselines = dict(cached or {})
-            baselines.update(
-                {
-                    name: dataclasses.asdict(b.timing)
-                    for name, b in result.baselines.items()
-                    if b.timing is not None
-                }
-            )
-            for name, b in result.baselines.items():
-                if b.error is not None:
-                    baselines[name] = {"error": b.error}
+        baselines = {}
+        # Only a correct, timed candidate needs them: otherwise they go on (and into the cache)
+        # without this verdict waiting.
+        if baselines_job is not None and verdict.correct and result.timing is not None:
+            baselines_run: dict = {}
+            baselines = baselines_job.result(baselines_run)
+            if baselines_run:  # timed for this judgement (not cached)
+                verdict.stage_times_s["baselines"] = baselines_run["duration_s"]
+                _add_worker_stages(verdict, "baselines", baselines_run["result"])
+            for name, entry in baselines.items():
+                if "error" in entry:
                     # A baseline that could not be timed earns no milestone against it: say why.
-                    verdict.flags.setdefault(Flag.BASELINE_ERRORS, {})[name] = b.error[:1500]
-            if has_baselines(baselines, cfg.baselines):
-                self._baselines.put(key, baselines)
-        else:
-            baselines = dict(cached or {})
+                    verdict.flags.setdefault(Flag.BASELINE_ERRORS, {})[name] = entry["error"][:1500]
         if timing and verdict.correct and result.timing is not None:
             self._set_speedups(verdict, result.timing, baselines)
             apply_speed_of_light(verdict, probe.get("roofline"))
@@ -615,6 +666,38 @@ class Judge:
         }
 
 
+class _Background:
+    """`fn(*args, run=...)` on a thread of its own, started now; `result(run)` waits for it.
+
+    The thread runs in a copy of the caller's context, so it keeps the caller's GPU slot.
+    """
+
+    def __init__(self, fn, *args) -> None:
+        self._run: dict = {}
+        self._value = None
+        self._error: BaseException | None = None
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=context.run, args=(self._target, fn, args), daemon=True
+        )
+        self._thread.start()
+
+    def _target(self, fn, args) -> None:
+        try:
+            self._value = fn(*args, run=self._run)
+        except BaseException as exc:  # handed to the caller in result()
+            self._error = exc
+
+    def result(self, run: dict | None = None):
+        """Wait for the value (raise what the function raised); `run` gets its run record."""
+        self._thread.join()
+        if run is not None:
+            run.update(self._run)
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 _UNSANDBOXED_WARNED = threading.Event()
 
 
@@ -648,6 +731,32 @@ def device_bytes_estimate(probe: dict) -> int | None:
     if peak is None:
         return None
     return int(MEMORY_PER_PROBE_PEAK * peak["reserved"]) + MEMORY_OVERHEAD_BYTES
+
+
+def _baseline_request(config: JudgeConfig, wanted: list[str]) -> dict:
+    """A driver request that times the task's `wanted` baselines and judges no candidate."""
+    return {
+        "solution_dir": "",
+        "module_dir": None,
+        "seeds": [],
+        "init_seed": secrets.randbits(62),
+        "distributions": [],
+        "tolerance_mode": config.tolerance_mode,
+        "fp64_ok": False,
+        "strict_units": None,
+        "allow_vendor_libraries": False,
+        "timing": True,
+        "profile": False,
+        "reference_as_candidate": True,
+        "warmup_runs": config.warmup_runs,
+        "timed_runs": config.timed_runs,
+        "baselines": wanted,
+        "runner_timeout_s": config.run_timeout_s,
+        "baseline_timeout_s": config.run_timeout_s + config.compile_baseline_timeout_s,
+        "sandbox": config.sandboxed,
+        "sandbox_data_bytes": _sandbox_data_bytes(config),
+        "baselines_only": True,
+    }
 
 
 def _read_regular(path: Path, max_bytes: int) -> str | None:

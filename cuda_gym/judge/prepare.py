@@ -10,10 +10,8 @@ baselines; every later judgement on the same GPU model reads them from the cache
 
 or from the shell: `cuda-gym prepare --tasks builtin --device cuda --workers 4`.
 
-The baselines are timed through `Judge.evaluate_reference_as_candidate` (the judge's only entry
-point that runs no caller's code): the reference judged as its own candidate, which times the
-baselines that are not cached. It also times the reference once as the candidate, one timing
-more than the baselines alone need.
+The baselines are timed through `Judge.task_baselines`, as a judgement's first timing does: a
+trusted driver of their own, once per task, whatever number of processes ask at once.
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 from cuda_gym.errors import ConfigError, WorkerError
-from cuda_gym.judge.baselines import JsonCache, baseline_key, has_baselines
+from cuda_gym.judge.baselines import has_baselines
 from cuda_gym.judge.client import JudgeClient
 from cuda_gym.judge.config import JudgeConfig
 from cuda_gym.tasks import Task
@@ -96,17 +94,13 @@ def prepare_task(client: JudgeClient, task: Task) -> TaskPreparation:
         with client.slot(timed=False):
             judge.probe_task(task, run)
         prep.probed = bool(run)  # filled only when the probe ran now
-        baselines = JsonCache(config.resolved_cache_dir, "baselines")
-        key = baseline_key(task.content_hash, judge.info, config)
-        if not has_baselines(baselines.get(key), config.baselines):
-            with client.slot(timed=True):
-                verdict = judge.evaluate_reference_as_candidate(task, timing=True)
-            prep.baselined = True
-            if not has_baselines(baselines.get(key), config.baselines):
-                raise WorkerError(
-                    f"the baselines of task {task.task_id!r} were not timed: "
-                    f"{verdict.error or 'the reference judged as its own candidate failed'}"
-                )
+        timed: dict = {}
+        with client.slot(timed=True):
+            baselines = judge.task_baselines(task, run=timed)
+        prep.baselined = bool(timed)
+        if not has_baselines(baselines, config.baselines):
+            errors = "; ".join(f"{k}: {v.get('error')}" for k, v in baselines.items())
+            raise WorkerError(f"the baselines of task {task.task_id!r} were not timed: {errors}")
         prep.ok = True
     except WorkerError as exc:
         prep.error = str(exc)

@@ -166,6 +166,7 @@ class CandidateRequest:
             time on the same device (the fastest the driver measured) ...
         call_time_floor_s: ... but never less than this many seconds (the first call: plus
             FIRST_CALL_EXTRA_S of cuda_gym.judge.driver, for lazy loading).
+        baselines_only: Time `baselines` only (no candidate: the solution fields are unused).
     """
 
     header: WorkerHeader
@@ -193,6 +194,7 @@ class CandidateRequest:
     load_timeout_s: float | None = None
     call_time_factor: float = 100.0
     call_time_floor_s: float = 2.0
+    baselines_only: bool = False
 
 
 @dataclass

@@ -7,7 +7,7 @@ import pytest
 import cuda_gym.judge.prepare as prepare_module
 from cuda_gym.cli import main as cli_main
 from cuda_gym.errors import ConfigError, WorkerError
-from cuda_gym.judge import Judge, JudgeConfig, Verdict
+from cuda_gym.judge import Judge, JudgeConfig
 from cuda_gym.judge.baselines import JsonCache, baseline_key
 from cuda_gym.judge.client import JudgeClient
 from cuda_gym.judge.prepare import PrepareReport, TaskPreparation, prepare_tasks
@@ -37,15 +37,20 @@ def scripted_client(tmp_path, fail_probe=(), no_baselines=()) -> JudgeClient:
                 run.update(duration_s=0.1, result={})
         return probes.get(task.task_id)
 
-    def evaluate_reference_as_candidate(task, *, timing=True):
+    def task_baselines(task, run=None):
+        key = baseline_key(task.content_hash, judge.info, config)
+        if baselines.get(key) is not None:
+            return baselines.get(key)
         judge.calls.append(("baselines", task.task_id))
-        if task.task_id not in no_baselines:
-            times = {b: {"median_ms": 1.0} for b in config.baselines}
-            baselines.put(baseline_key(task.content_hash, judge.info, config), times)
-        return Verdict(error="scripted failure" if task.task_id in no_baselines else None)
+        if run is not None:
+            run.update(duration_s=0.1, result={})
+        if task.task_id in no_baselines:
+            return {b: {"error": "scripted failure"} for b in config.baselines}
+        baselines.put(key, {b: {"median_ms": 1.0} for b in config.baselines})
+        return baselines.get(key)
 
     judge.probe_task = probe_task
-    judge.evaluate_reference_as_candidate = evaluate_reference_as_candidate
+    judge.task_baselines = task_baselines
     return client
 
 
