@@ -184,7 +184,9 @@ def leftovers(since: float) -> dict:
         for d in {str(SHM), tempfile.gettempdir()}
         for kind in ("judge", "probe")
     ]
-    stray = {p for p in descendants if p not in zygotes}
+    # Python's own helper (multiprocessing's resource tracker) is not a judge process.
+    helpers = {p for p in descendants if "multiprocessing.resource_tracker" in procs[p][1]}
+    stray = {p for p in descendants if p not in zygotes and p not in helpers}
     stray |= {p for p, (_, _, cwd) in procs.items() if cwd.startswith(tuple(scratch))}
     shm, arenas, other = [], 0, 0
     if SHM.is_dir():

@@ -28,6 +28,7 @@ from pathlib import Path
 from cuda_gym.errors import ConfigError, WorkerError
 from cuda_gym.judge import Judge, JudgeConfig, Verdict
 from cuda_gym.judge.device import judge_gpus
+from cuda_gym.judge.judge import wait_for_background_work
 from cuda_gym.runtime.slots import default_slot_sizes, judge_slots
 from cuda_gym.tasks import Task
 
@@ -132,9 +133,10 @@ class LocalJudgeService:
         return self.submit(task, files, **kw).result()
 
     def close(self) -> None:
-        """Finish queued judgements and stop the threads."""
+        """Finish queued judgements (and the baselines they started timing); stop the threads."""
         self._bound._closed = True
         self._pool.shutdown(wait=True)
+        wait_for_background_work()
 
     def __enter__(self):
         return self

@@ -248,7 +248,7 @@ def test_judge_explains_a_forbidden_op_in_one_paragraph(tmp_path):
     solution.write_text(FORBIDDEN)
     out = run_cli("judge", TASK_ID, str(solution), "--device", "cpu", "--no-timing")
     assert out.returncode == 1, out.stderr
-    assert "FallbackRefused: PyTorch op aten.add.Tensor called inside" in out.stdout
+    assert "RuntimeError: PyTorch op aten.add.Tensor called inside" in out.stdout
     assert "worker.py" not in out.stdout and "site-packages" not in out.stdout
     assert 'File "model_new.py", line 12, in forward' in out.stdout
     assert len(out.stdout.splitlines()) < 16

@@ -10,7 +10,7 @@ from cuda_gym.errors import ConfigError
 from cuda_gym.judge import JudgeConfig
 from cuda_gym.service import make_service, solution_files
 from cuda_gym.tasks import builtin_task
-from tests.test_stress import BAD_MODEL_NEW, EXPLOITS_CPP
+from tests.test_stress import BAD_MODEL_NEW, EXPLOITS_CPP, SANDBOX_ATTACKS_CPP
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -26,10 +26,12 @@ GOOD = {"model_new.py": MODEL_NEW.encode(), "kernels/gated.cpp": CPU_KERNEL.enco
 CRASH = {
     "model_new.py": BAD_MODEL_NEW.format(name="underscore_exit").encode(),
     "kernels/exploits.cpp": EXPLOITS_CPP.read_bytes(),
+    "kernels/sandbox_attacks.cpp": SANDBOX_ATTACKS_CPP.read_bytes(),
 }
 HANG = {
     "model_new.py": BAD_MODEL_NEW.format(name="hang").encode(),
     "kernels/exploits.cpp": EXPLOITS_CPP.read_bytes(),
+    "kernels/sandbox_attacks.cpp": SANDBOX_ATTACKS_CPP.read_bytes(),
 }
 
 

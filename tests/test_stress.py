@@ -1,10 +1,11 @@
-"""Stress: 200 concurrent CPU episodes, a quarter with crashing or hanging kernels, leave nothing.
+"""Stress: 64 concurrent CPU episodes, a quarter with crashing or hanging kernels, leave nothing.
 
 Every episode writes its files and submits from one of 8 threads sharing the judge slots.
 Good episodes use the demo's C++ kernel; bad ones call `hang`, `segfault` or `underscore_exit`
 from benchmarks/exploits/kernels_cpu/exploits.cpp. Identical kernels build once (the build
 cache is keyed by content). Afterwards no child process and no workspace, judge or temporary
-directory may remain. `CUDA_GYM_STRESS_EPISODES` changes the number of episodes.
+directory may remain. `CUDA_GYM_STRESS_EPISODES` changes the number of episodes (each judged
+with the OS sandbox, about 10 per minute on a 2-core machine).
 """
 
 import os
@@ -25,6 +26,8 @@ from cuda_gym.tasks import load_task
 from tests.solutions import TASK_ID
 
 EXPLOITS_CPP = Path(__file__).parent.parent / "benchmarks/exploits/kernels_cpu/exploits.cpp"
+# exploits.cpp registers the sandbox attacks too: their file is built beside it.
+SANDBOX_ATTACKS_CPP = EXPLOITS_CPP.parents[1] / "kernels_common/sandbox_attacks.cpp"
 BAD_FUNCTIONS = ("hang", "segfault", "underscore_exit")
 BAD_MODEL_NEW = """import kernels_ext
 import torch
@@ -45,7 +48,10 @@ def episode_files(index: int) -> tuple[str, dict[str, str]]:
     """Every fourth episode is bad, cycling through the dying and hanging kernels."""
     if index % 4 == 3:
         name = BAD_FUNCTIONS[(index // 4) % len(BAD_FUNCTIONS)]
-        files = {"kernels/exploits.cpp": EXPLOITS_CPP.read_text()}
+        files = {
+            "kernels/exploits.cpp": EXPLOITS_CPP.read_text(),
+            "kernels/sandbox_attacks.cpp": SANDBOX_ATTACKS_CPP.read_text(),
+        }
         return name, files | {"model_new.py": BAD_MODEL_NEW.format(name=name)}
     return "good", {"kernels/gated.cpp": CPU_KERNEL, "model_new.py": MODEL_NEW}
 
@@ -85,7 +91,7 @@ def _children_of(pid: int) -> list[int]:
 def test_concurrent_episodes_with_crashes_and_hangs_all_end_and_leave_nothing(
     tmp_path, monkeypatch
 ):
-    n_episodes = int(os.environ.get("CUDA_GYM_STRESS_EPISODES", "200"))
+    n_episodes = int(os.environ.get("CUDA_GYM_STRESS_EPISODES", "64"))
     workspaces, scratch, tmp = tmp_path / "ws", tmp_path / "judge", tmp_path / "tmp"
     for path in (workspaces, scratch, tmp):
         path.mkdir()

@@ -383,9 +383,10 @@ class Driver:
                 scales=[scales],
             )
             if k == 0:
-                first = (inputs, fseed, exp, exp64, scales, out)
+                first = (inputs, fseed, out)  # the reference's outputs are made again below
             del inputs, exp, exp64, scales, out
-        inputs, fseed, exp, exp64, scales, out = first
+        inputs, fseed, out = first
+        exp, exp64, scales = self._reference(inputs, fseed)
         repeat, _ = served.call(inputs, exp, fseed)
         bitwise = len(out) == len(repeat) and all(
             bitwise_equal(a, b) if isinstance(a, torch.Tensor) else a == b

@@ -68,6 +68,9 @@ WORKER_PRELOAD = "cuda_gym.judge.worker:preload"
 # A worker's files are read only when they are regular files of at most this size.
 MAX_RESULT_BYTES = 64 << 20
 PROBE_TIMEOUT_S = 120.0
+# A worker's stages spent waiting for its device (the gate, or memory in the ledger): its time
+# limit does not run meanwhile (up to gate_wait_max_s).
+WAITING_STAGES = ("gate", "memory")
 # A profiled kernel time this many times the measured time is flagged (the profile is untrusted).
 PROFILE_MISMATCH_FACTOR = 1.5
 _PROBE_LOCKS: dict[str, threading.Lock] = {}
@@ -373,6 +376,12 @@ class Judge:
             run = self._run_worker("candidate", tmp, request, timeout_s, task=task)
         verdict.stage_times_s["candidate"] = run["duration_s"]
         _add_worker_stages(verdict, "candidate", run.get("result") or {})
+        if not run["ok"] and is_out_of_memory(run.get("error") or ""):
+            # Out of memory with the device to itself (or with no gate to wait for it): the
+            # candidate's process tree took it, or the task does not fit beside it.
+            verdict.stage = run["stage"]
+            verdict.error = "Out of memory while judging: " + run["error"][:1500]
+            return
         if not run["ok"]:
             raise WorkerError(f"judging on task {task.task_id!r} failed: {run['error']}")
         result = decode(CandidateResult, run["result"])
@@ -598,7 +607,9 @@ class Judge:
             env["CUDA_VISIBLE_DEVICES"] = gpu  # the GPU of the judge slot this call holds
         stage_file = result_path.with_suffix(".stage")
         # The clock stops while the worker waits for its device's gate (another process times).
-        pause = Pause(lambda: _read_stage(stage_file) == "gate", self.config.gate_wait_max_s)
+        pause = Pause(
+            lambda: _read_stage(stage_file) in WAITING_STAGES, self.config.gate_wait_max_s
+        )
         stdin_data = json.dumps(request).encode()
         slow = [sys.executable, "-m", "cuda_gym.judge.worker", role]
         if self.config.forks_workers:
@@ -666,6 +677,27 @@ class Judge:
         }
 
 
+_BACKGROUND: set[threading.Thread] = set()
+_BACKGROUND_LOCK = threading.Lock()
+
+
+def wait_for_background_work(timeout_s: float | None = None) -> bool:
+    """Wait for this process's background judge work; whether all of it ended in time.
+
+    That work: task baselines still being timed after the verdict that started them returned.
+    """
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        with _BACKGROUND_LOCK:
+            running = list(_BACKGROUND)
+        if not running:
+            return True
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return False
+        running[0].join(left)
+
+
 class _Background:
     """`fn(*args, run=...)` on a thread of its own, started now; `result(run)` waits for it.
 
@@ -680,6 +712,8 @@ class _Background:
         self._thread = threading.Thread(
             target=context.run, args=(self._target, fn, args), daemon=True
         )
+        with _BACKGROUND_LOCK:
+            _BACKGROUND.add(self._thread)
         self._thread.start()
 
     def _target(self, fn, args) -> None:
@@ -687,6 +721,9 @@ class _Background:
             self._value = fn(*args, run=self._run)
         except BaseException as exc:  # handed to the caller in result()
             self._error = exc
+        finally:
+            with _BACKGROUND_LOCK:
+                _BACKGROUND.discard(threading.current_thread())
 
     def result(self, run: dict | None = None):
         """Wait for the value (raise what the function raised); `run` gets its run record."""

@@ -87,11 +87,12 @@ def open_gate(header, rep: Reporter):
     from cuda_gym.runtime.device_gate import DeviceGate, MemoryLedger, device_identity
 
     name = device_identity(header.device)  # imports torch (stage "start")
-    rep.enter("gate")
     if header.device == "cuda" and (header.gate_alone or header.device_bytes is not None):
+        rep.enter("memory")  # waiting for device memory: the parent's clock stops too
         capacity = device_memory_capacity()
         ledger = MemoryLedger(name, capacity)  # released when this process exits
         ledger.reserve(capacity if header.gate_alone else header.device_bytes)
+    rep.enter("gate")
     _GATE = DeviceGate(name)
     # A rerun after running out of memory has the device to itself throughout.
     return _GATE.exclusive() if header.gate_alone else _GATE.shared()
