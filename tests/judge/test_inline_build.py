@@ -1,7 +1,7 @@
 """The build stage of load_inline solutions, and what the runner does with its libraries."""
 
 import os
-from pathlib import Path
+from pathlib import Path  # noqa: F401
 
 import pytest
 import torch
@@ -60,12 +60,12 @@ def test_runner_imports_a_prebuilt_library_and_refuses_to_compile(tmp_path, guar
         build(name="missing", sources=[], build_directory=str(tmp_path))
 
 
-CASE = Path(__file__).parents[2] / "benchmarks/exploits/cases/legit_load_inline.py"
-
-
 def _solution(directory: Path, name: str, broken: bool = False) -> None:
     """The exploit suite's legitimate load_inline case, under a fresh extension name."""
-    source = CASE.read_text().replace("exploit_suite_legit_gated", name)
+    from benchmarks.exploits import SUITE
+
+    (case,) = [c for c in SUITE.load_cases() if c.name == "legit_load_inline"]
+    source = SUITE.solution_text(case).replace("exploit_suite_legit_gated", name)
     if broken:
         source = source.replace("return out;", "return out  // missing semicolon")
     (directory / "model_new.py").write_text(source)
