@@ -217,11 +217,7 @@ class Judge:
                 # The probe is the reference's cost, not the candidate's: never less than
                 # the default limit, however short the candidate's limit is set.
                 timeout_s = max(self.config.run_timeout_s, PROBE_TIMEOUT_S)
-                res = self._run_worker("probe", Path(tmp), request, timeout_s, task=task)
-                if self._ran_out_of_memory(res):
-                    # Out of memory beside other judgements: once more, alone on the device.
-                    request["gate_alone"] = True
-                    res = self._run_worker("probe", Path(tmp), request, timeout_s, task=task)
+                res = self._run_or_alone("probe", Path(tmp), request, timeout_s, task)
             if run is not None:
                 run.update(duration_s=res["duration_s"], result=res.get("result") or {})
             if not res["ok"]:
@@ -272,10 +268,7 @@ class Judge:
         with tempfile.TemporaryDirectory(
             prefix=_scratch_prefix("judge"), dir=_scratch_dir()
         ) as tmp:
-            res = self._run_worker("candidate", Path(tmp), request, timeout_s, task=task)
-            if self._ran_out_of_memory(res):
-                request["gate_alone"] = True
-                res = self._run_worker("candidate", Path(tmp), request, timeout_s, task=task)
+            res = self._run_or_alone("candidate", Path(tmp), request, timeout_s, task)
         if run is not None:
             run.update(duration_s=res["duration_s"], result=res.get("result") or {})
         if not res["ok"]:
@@ -539,6 +532,16 @@ class Judge:
             verdict.error = "Rule violations:\n" + "\n".join(verdict.violations)
         else:
             verdict.stage = "done"
+
+    def _run_or_alone(
+        self, role: str, tmp: Path, request: dict, timeout_s: float, task: Task
+    ) -> dict:
+        """`_run_worker`; once more alone on the device if it ran out of memory beside others."""
+        res = self._run_worker(role, tmp, request, timeout_s, task=task)
+        if self._ran_out_of_memory(res):
+            request["gate_alone"] = True
+            res = self._run_worker(role, tmp, request, timeout_s, task=task)
+        return res
 
     def _ran_out_of_memory(self, run: dict) -> bool:
         """Whether a worker run (not already alone) failed by running out of memory.
