@@ -5,15 +5,23 @@ local service, other users' runs) take the gate of their device: shared while th
 correctness trials or compute reference outputs, alone while they time or profile. So several
 judgements can share one GPU for everything but their timing, and timing still sees an idle GPU.
 
-The gate is two flock(2) locks on files named after the device (a GPU's UUID; "cpu" for the host):
+The gate is three flock(2) locks on files named after the device (a GPU's UUID; "cpu" for the
+host):
 
 - `main`: shared holders work; one exclusive holder times.
 - `turn`: taken briefly by everyone entering, and held by a process waiting to time, so that
   new shared holders queue behind a waiting timer instead of starving it.
+- `timers`: held shared by every process waiting to time or timing; a shared holder entering
+  first waits until nobody holds it. So the timers queued while the device drains of shared
+  work then time one after another, and shared work comes back once for all of them: a drain
+  (waiting for the longest shared holder) is paid once per batch of timers, not once per timer.
+  Timers only come from processes already let in (a timer goes back to waiting like any shared
+  entrant), so a batch is finite and shared entrants are not starved.
 
-A process never holds `main` while it waits for `turn`, so nobody can deadlock. The kernel drops a
-dead holder's locks, so a killed worker never leaves the gate closed. The files are in
-/dev/shm/cuda_gym_gates (or under the temporary directory); CUDA_GYM_GATE_DIR overrides it.
+A process never holds `main` while it waits for `turn` or `timers`, so nobody can deadlock. The
+kernel drops a dead holder's locks, so a killed worker never leaves the gate closed. The files
+are in /dev/shm/cuda_gym_gates (or under the temporary directory); CUDA_GYM_GATE_DIR overrides
+it.
 """
 
 from __future__ import annotations
@@ -72,6 +80,7 @@ class DeviceGate:
         flags = os.O_RDONLY | os.O_CREAT
         self._main = os.open(directory / f"{PREFIX}{safe}.main", flags, 0o666)
         self._turn = os.open(directory / f"{PREFIX}{safe}.turn", flags, 0o666)
+        self._timers = os.open(directory / f"{PREFIX}{safe}.timers", flags, 0o666)
         self._held: str | None = None  # None, "shared" or "exclusive"
         self.waited_s = 0.0
 
@@ -81,16 +90,28 @@ class DeviceGate:
         self.waited_s += time.monotonic() - start
 
     def _enter(self, op: int, held: str) -> None:
-        """Take `main` with `op`, queueing through `turn` (see the module doc)."""
-        self._flock(self._turn, fcntl.LOCK_EX)
+        """Take `main` with `op`, queueing through `timers` and `turn` (see the module doc)."""
+        if op == fcntl.LOCK_SH:
+            self._flock(self._timers, fcntl.LOCK_EX)  # behind every waiting or timing timer
+            fcntl.flock(self._timers, fcntl.LOCK_UN)
+        else:
+            self._flock(self._timers, fcntl.LOCK_SH)
         try:
-            self._flock(self._main, op)
-        finally:
-            fcntl.flock(self._turn, fcntl.LOCK_UN)
+            self._flock(self._turn, fcntl.LOCK_EX)
+            try:
+                self._flock(self._main, op)
+            finally:
+                fcntl.flock(self._turn, fcntl.LOCK_UN)
+        except BaseException:
+            if op == fcntl.LOCK_EX:
+                fcntl.flock(self._timers, fcntl.LOCK_UN)
+            raise
         self._held = held
 
     def _leave(self) -> None:
         fcntl.flock(self._main, fcntl.LOCK_UN)
+        if self._held == "exclusive":
+            fcntl.flock(self._timers, fcntl.LOCK_UN)
         self._held = None
 
     @contextlib.contextmanager
@@ -150,6 +171,7 @@ class DeviceGate:
             self._leave()
         os.close(self._main)
         os.close(self._turn)
+        os.close(self._timers)
 
 
 def device_identity(device: str) -> str:

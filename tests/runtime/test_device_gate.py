@@ -59,6 +59,37 @@ def test_timing_waits_for_shared_users_and_excludes_new_ones(tmp_path):
     assert reader_in >= timer_out
 
 
+def test_queued_timers_go_one_after_another_before_shared_work_returns(tmp_path):
+    gate = DeviceGate("dev", tmp_path)
+    with gate.shared():
+        first = child(tmp_path, "exclusive", 0.5)
+        time.sleep(0.3)
+        reader = child(tmp_path, "shared", 0.1)  # arrives between the two timers
+        time.sleep(0.3)
+        second = child(tmp_path, "exclusive", 0.5)
+        time.sleep(0.3)
+        assert first.poll() is None and second.poll() is None and reader.poll() is None
+    first_in, first_out = times(first)
+    second_in, second_out = times(second)
+    reader_in, _ = times(reader)
+    # Both timers, in either order, and only then the shared user: one drain for two timings.
+    assert reader_in >= max(first_out, second_out)
+    assert second_in >= first_out or first_in >= second_out
+
+
+def test_a_timer_going_back_to_shared_waits_for_the_timers_queued_behind_it(tmp_path):
+    gate = DeviceGate("dev", tmp_path)
+    with gate.shared():
+        with gate.exclusive():
+            waiter = child(tmp_path, "exclusive", 0.8)
+            time.sleep(0.3)
+        back = time.monotonic()
+        assert gate.held == "shared"
+    waiter_in, waiter_out = times(waiter)
+    assert back >= waiter_out
+    gate.close()
+
+
 def test_shared_users_overlap(tmp_path):
     gate = DeviceGate("dev", tmp_path)
     with gate.shared():
