@@ -253,7 +253,13 @@ class Driver:
             )
         link = RunnerLink(work, env, budget_s, role, sandbox)
         served = Served(link, self.device, self._call_limit_s if candidate else None)
+        stage = self.rep.stage
         try:
+            # The runner's start (importing torch: seconds) holds no gate; a timer waiting for
+            # the device waits for none of it.
+            with roles.off_device(self.rep, "runner"):
+                link.wait_started(load_limit_s)
+            self.rep.enter(stage)
             ready = link.start(
                 {
                     "solution_dir": solution_dir,

@@ -176,6 +176,11 @@ class RunnerLink:
         except ValueError:
             raise self._failed("sent something that is not a message") from None
 
+    def wait_started(self, limit_s: float | None = None) -> None:
+        """Wait until the runner has imported torch (host work, before any device work)."""
+        if self.receive(limit_s) != {"started": True}:
+            raise self._failed("sent a malformed reply (expected its start)")
+
     def start(self, init: dict, limit_s: float | None = None) -> RunnerReady:
         """Send the RunnerInit (a dict); the runner's RunnerReady (within `limit_s`)."""
         self.send(init)
