@@ -16,6 +16,7 @@ cuda_gym/judge/device_share.py), "call" / "null" / "profile" CallRequests, "exit
 import array
 import contextlib
 import ctypes
+import functools
 import importlib.util
 import json
 import mmap
@@ -29,6 +30,7 @@ import types
 MAX_MESSAGE_BYTES = 1 << 20
 # The binder of kernel-only workspaces (copied beside kernels_ext; launch.py in older builds).
 PLAIN_LAUNCHERS = ("kernels_launch.py", "launch.py")
+TRITON_JIT = os.path.join("triton", "runtime", "jit.py")
 MAX_FDS = 2
 ERROR_CHARS = 4000
 
@@ -139,7 +141,9 @@ class _OwnCalls:
 
     A profile hook on C calls made from Python during forward: a pybind11 function of a module
     loaded from a shared object outside Python's and torch's directories is the candidate's, and
-    so is an entry point of a kernel-only workspace (its ctypes binder's `Entry.__call__`).
+    so is an entry point of a kernel-only workspace (its ctypes binder's `Entry.__call__`), and
+    a launch of a Triton kernel defined outside those directories (`JITFunction.run`; Triton
+    launches through its own installed library, which no path would name as the candidate's).
     """
 
     def __init__(self, torch) -> None:
@@ -182,13 +186,17 @@ class _OwnCalls:
     def _hook(self, frame, event, arg) -> None:
         if event == "c_call" and self._own(arg):
             self.count += 1
-        elif (
-            event == "call"
-            and frame.f_code.co_name == "__call__"
-            and os.path.basename(frame.f_code.co_filename) in PLAIN_LAUNCHERS
+        elif event != "call":
+            return
+        elif frame.f_code.co_name == "__call__" and (
+            os.path.basename(frame.f_code.co_filename) in PLAIN_LAUNCHERS
         ):
             # A kernel-only workspace's extern "C" entry point (called through ctypes).
             self.count += 1
+        elif frame.f_code.co_name == "run" and frame.f_code.co_filename.endswith(TRITON_JIT):
+            code = getattr(getattr(frame.f_locals.get("self"), "fn", None), "__code__", None)
+            if code is not None and not os.path.realpath(code.co_filename).startswith(self.not_own):
+                self.count += 1
 
     @contextlib.contextmanager
     def active(self):
@@ -307,6 +315,7 @@ class Runner:
         init_args, weights = saved["init_args"], saved["weights"]
         if init["module_dir"]:
             sys.path.insert(0, init["module_dir"])
+        _default_build_directories(torch)
         _guard_extension_builds(torch, init.get("compile_extensions", True))
         if init["banned"]:  # before any candidate code runs, which could change `init`
             self.ban = _Ban(torch, set(init["allowed_ops"]))
@@ -529,6 +538,39 @@ class Runner:
         ]
 
 
+def _default_build_directories(torch) -> None:
+    """Build and look up every torch extension under TORCH_EXTENSIONS_DIR/<name>.
+
+    Solutions written elsewhere name their own `build_directory` (a hashed folder in the temp
+    directory, say). The judge's build stage and the runner are different sandboxes with
+    different temp directories, so the runner would look where the build stage never built;
+    under the default directory both meet, and the judge collects what the build stage built.
+    """
+    import inspect
+
+    from torch.utils import cpp_extension
+
+    def without_build_directory(load):
+        signature = inspect.signature(load)
+
+        @functools.wraps(load)
+        def wrapped(*args, **kwargs):
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError:
+                return load(*args, **kwargs)  # let torch word the error
+            bound.arguments.pop("build_directory", None)
+            for param in signature.parameters.values():
+                if param.kind is param.VAR_KEYWORD:
+                    bound.arguments.get(param.name, {}).pop("build_directory", None)
+            return load(*bound.args, **bound.kwargs)
+
+        return wrapped
+
+    for name in ("load", "load_inline"):
+        setattr(cpp_extension, name, without_build_directory(getattr(cpp_extension, name)))
+
+
 def _guard_extension_builds(torch, allow_compile: bool) -> None:
     """Serve torch extensions (load_inline, cpp_extension.load) from the judge's build stage.
 
@@ -567,8 +609,9 @@ def prebuild(solution_dir: str, result_path: str) -> None:
     """
     result = {"error": None, "build_failed": False}
     try:
-        import torch  # noqa: F401 - what model_new.py imports first anyway
+        import torch  # what model_new.py imports first anyway
 
+        _default_build_directories(torch)
         _import_file("model_new", os.path.join(solution_dir, "model_new.py"))
     except BaseException as exc:
         text = _short_traceback(exc)

@@ -9,7 +9,7 @@ from torch.utils import cpp_extension
 
 from cuda_gym.judge import Judge
 from cuda_gym.judge.inline_build import _collect, _read_report, builds_extensions
-from cuda_gym.judge.runner import _guard_extension_builds
+from cuda_gym.judge.runner import _default_build_directories, _guard_extension_builds
 from tests.conftest import TEST_JUDGE
 
 TASK = "sigmoid_gated_multiply"
@@ -49,6 +49,28 @@ def guarded():
     original = cpp_extension._write_ninja_file_and_build_library
     yield
     cpp_extension._write_ninja_file_and_build_library = original
+
+
+@pytest.fixture
+def loaders():
+    saved = cpp_extension.load, cpp_extension.load_inline
+    yield
+    cpp_extension.load, cpp_extension.load_inline = saved
+
+
+def test_a_build_directory_of_the_solutions_own_is_replaced_by_the_default(loaders, monkeypatch):
+    # The build stage and the runner have different temp directories: a solution's own
+    # build_directory (hashed under TMPDIR, say) would differ between them.
+    seen = []
+    monkeypatch.setattr(
+        cpp_extension, "load_inline", lambda name, cpp_sources, **kw: seen.append(kw)
+    )
+    monkeypatch.setattr(cpp_extension, "load", lambda name, sources, **kw: seen.append(kw))
+    _default_build_directories(torch)
+    cpp_extension.load_inline("ext", "int x;", functions=["f"], build_directory="/tmp/own")
+    cpp_extension.load("ext", ["a.cpp"], build_directory="/tmp/own", verbose=False)
+    cpp_extension.load_inline("ext", "int x;")
+    assert seen == [{"functions": ["f"]}, {"verbose": False}, {}]
 
 
 def test_runner_imports_a_prebuilt_library_and_refuses_to_compile(tmp_path, guarded):
