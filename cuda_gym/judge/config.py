@@ -39,6 +39,10 @@ def fast_worker_start_default(device: str) -> bool:
 # The candidate's own kernels must account for at least this share of the profiled GPU time
 # (the rest may be fills and copies the fallback ban allows).
 MIN_OWN_KERNEL_SHARE = 0.5
+# A runner's first call (and a profiled call) may take this much longer than later ones: lazy
+# loading of its kernels, library handles, the profiler's start (JudgeConfig.first_call_jit_s
+# instead for a solution whose kernels compile at their first call).
+FIRST_CALL_EXTRA_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,9 @@ class JudgeConfig:
             measured time on the same device before it is stopped as hung ...
         call_time_floor_s: ... and at least this many seconds (its first call 10 s more). A
             hanging kernel thus costs seconds, not run_timeout_s, to every judgement waiting.
+        first_call_jit_s: What the first call may take on top instead when model_new.py
+            imports triton: Triton compiles every kernel (and autotune config) at its first
+            call and benchmarks the configs then.
         compile_baseline_timeout_s: Extra time the reference process gets for torch.compile.
         cache_dir: Where builds and baseline timings are cached; None uses default_cache_dir().
         cuda_flags: Extra nvcc flags for kernels/*.cu.
@@ -115,6 +122,7 @@ class JudgeConfig:
     load_timeout_s: float = 60.0
     call_time_factor: float = 100.0
     call_time_floor_s: float = 2.0
+    first_call_jit_s: float = 60.0
     compile_baseline_timeout_s: float = 300.0
     cache_dir: Path | None = None
     cuda_flags: tuple[str, ...] = ("-O3",)
@@ -151,6 +159,7 @@ class JudgeConfig:
             "load_timeout_s",
             "call_time_factor",
             "call_time_floor_s",
+            "first_call_jit_s",
             "compile_baseline_timeout_s",
             "gate_wait_max_s",
         ):

@@ -39,6 +39,7 @@ import torch
 
 from cuda_gym.judge import roles
 from cuda_gym.judge.compare import Comparison, check_outputs_match, runs_agree
+from cuda_gym.judge.config import FIRST_CALL_EXTRA_S
 from cuda_gym.judge.contract import strict_scales
 from cuda_gym.judge.fallback import ALLOWED_OPS, VENDOR_LIBRARY_OPS
 from cuda_gym.judge.handover import Handover
@@ -58,9 +59,6 @@ from cuda_gym.judge.untrusted import RunnerFailed, RunnerLink, runner_sandbox
 from cuda_gym.judge.verdict import ViolationKind, format_violation
 
 ROUND_TRIP_CALLS = 20
-# A runner's first call (and a profiled call) may take this much longer than later ones: lazy
-# loading of its kernels, library handles, the profiler's start.
-FIRST_CALL_EXTRA_S = 10.0
 WARMUP_MIN_S = 0.3  # on CUDA: the clocks of an idle GPU ramp up first
 FLUSH_OVERLAP_FACTOR = 0.25
 FLUSH_SLACK_MS = 0.02
@@ -85,12 +83,15 @@ class CandidateFailed(Exception):
 class Served:
     """One runner serving one model, and the driver's calls into it."""
 
-    def __init__(self, link: RunnerLink, device: str, limit=None) -> None:
+    def __init__(
+        self, link: RunnerLink, device: str, limit=None, first_extra_s: float = FIRST_CALL_EXTRA_S
+    ) -> None:
         self.link = link
         self.device = device
         # Seconds one call may take (a function: the reference's time is measured as we go);
         # None: only the runner's whole budget bounds a call.
         self.limit = limit
+        self.first_extra_s = first_extra_s
         self.calls = 0
         self.handover = Handover(device, self._share)
         self.violations: list[str] = []
@@ -101,10 +102,12 @@ class Served:
         self.link.receive(self._limit(first=True))
 
     def _limit(self, first: bool = False) -> float | None:
-        """The limit of the next call: first calls and profiled ones get FIRST_CALL_EXTRA_S."""
+        """The limit of the next call: the first call and profiled ones get more."""
         if self.limit is None:
             return None
-        return self.limit() + (FIRST_CALL_EXTRA_S if first or self.calls <= 1 else 0.0)
+        if self.calls <= 1:
+            return self.limit() + self.first_extra_s
+        return self.limit() + (FIRST_CALL_EXTRA_S if first else 0.0)
 
     def close(self) -> None:
         """Stop the runner, then free the call buffers lent to it."""
@@ -252,7 +255,12 @@ class Driver:
                 work, self.device, readable, self.req.sandbox_data_bytes, budget_s
             )
         link = RunnerLink(work, env, budget_s, role, sandbox)
-        served = Served(link, self.device, self._call_limit_s if candidate else None)
+        served = Served(
+            link,
+            self.device,
+            self._call_limit_s if candidate else None,
+            self.req.first_call_extra_s if candidate else FIRST_CALL_EXTRA_S,
+        )
         stage = self.rep.stage
         try:
             # The runner's start (importing torch: seconds) holds no gate; a timer waiting for

@@ -27,7 +27,7 @@ from pathlib import Path
 from cuda_gym.errors import WorkerError, is_out_of_memory
 from cuda_gym.judge.baselines import JsonCache, baseline_key, has_baselines, probe_key
 from cuda_gym.judge.build import build_kernels
-from cuda_gym.judge.config import MIN_OWN_KERNEL_SHARE, JudgeConfig
+from cuda_gym.judge.config import FIRST_CALL_EXTRA_S, MIN_OWN_KERNEL_SHARE, JudgeConfig
 from cuda_gym.judge.contract import trial_distribution
 from cuda_gym.judge.device import device_info
 from cuda_gym.judge.inline_build import InlineBuild, build_inline, builds_extensions
@@ -37,6 +37,7 @@ from cuda_gym.judge.roofline import SOL_SLACK
 from cuda_gym.judge.static_checks import (
     check_native_sources,
     check_solution_source,
+    compiles_at_first_call,
     string_constants,
 )
 from cuda_gym.judge.transfer import remove_stale
@@ -345,6 +346,11 @@ class Judge:
             "load_timeout_s": cfg.load_timeout_s,
             "call_time_factor": cfg.call_time_factor,
             "call_time_floor_s": cfg.call_time_floor_s,
+            "first_call_extra_s": (
+                cfg.first_call_jit_s
+                if compiles_at_first_call((snap / SOLUTION_FILE).read_text(errors="replace"))
+                else FIRST_CALL_EXTRA_S
+            ),
         }
         if cfg.device == "cuda":
             request["device_bytes"] = device_bytes_estimate(probe)

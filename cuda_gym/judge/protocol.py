@@ -164,8 +164,9 @@ class CandidateRequest:
             (None: runner_timeout_s).
         call_time_factor: One call of the candidate may take this many times the reference's
             time on the same device (the fastest the driver measured) ...
-        call_time_floor_s: ... but never less than this many seconds (the first call: plus
-            FIRST_CALL_EXTRA_S of cuda_gym.judge.driver, for lazy loading).
+        call_time_floor_s: ... but never less than this many seconds.
+        first_call_extra_s: What the candidate's first call may take on top (lazy loading;
+            a solution that JIT-compiles at its first call, Triton's, gets more).
         baselines_only: Time `baselines` only (no candidate: the solution fields are unused).
     """
 
@@ -194,6 +195,7 @@ class CandidateRequest:
     load_timeout_s: float | None = None
     call_time_factor: float = 100.0
     call_time_floor_s: float = 2.0
+    first_call_extra_s: float = 10.0
     baselines_only: bool = False
 
 

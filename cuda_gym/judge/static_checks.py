@@ -80,9 +80,7 @@ ENV_MODULES = frozenset(
 )
 # Code written elsewhere also names build directories, reads environment variables and logs:
 # harmless in the candidate's sandbox (read-only system, a private scratch directory).
-EXTERNAL_MODULES = ENV_MODULES | frozenset(
-    "os pathlib tempfile logging json textwrap glob".split()
-)
+EXTERNAL_MODULES = ENV_MODULES | frozenset("os pathlib tempfile logging json textwrap glob".split())
 ALLOWED_MODULES = {"env": ENV_MODULES, "external": EXTERNAL_MODULES}
 # os functions that start, signal or end processes, or touch file descriptors and identity.
 OS_FORBIDDEN = frozenset(
@@ -288,6 +286,24 @@ def check_solution_source(
         for violation in check(mod):
             found.setdefault((violation.rule, violation.line), violation)
     return sorted(found.values(), key=lambda v: (v.line, v.rule))
+
+
+def compiles_at_first_call(source: str) -> bool:
+    """Whether model_new.py imports triton, whose kernels compile (and autotune) at first call."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        if any(name.split(".")[0] == "triton" for name in names):
+            return True
+    return False
 
 
 def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:

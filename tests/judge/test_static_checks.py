@@ -546,3 +546,15 @@ def test_judge_config_names_the_rule_sets_and_the_cli_defaults_to_external():
         JudgeConfig(code_rules="loose")
     args = build_parser().parse_args(["judge", "task.py", "solution.py"])
     assert args.rules == "external"
+
+
+def test_triton_solutions_are_known_to_compile_at_their_first_call():
+    from cuda_gym.judge.static_checks import compiles_at_first_call
+
+    assert compiles_at_first_call("import torch\nimport triton\nimport triton.language as tl\n")
+    assert compiles_at_first_call("from triton import language as tl\n")
+    assert compiles_at_first_call("def f():\n    import triton.language\n")
+    assert not compiles_at_first_call("import torch\nfrom torch.utils.cpp_extension import load\n")
+    assert not compiles_at_first_call("from .triton import x\n")
+    assert not compiles_at_first_call("import triton_helpers\n")
+    assert not compiles_at_first_call("def (:\n")
