@@ -268,7 +268,7 @@ def judge_batch(
                     records[sample.index] = record
                     finished[0] += 1
                     stages = record.get("stage_times_s") or {}
-                    top = sorted(stages.items(), key=lambda kv: -kv[1])[:4]
+                    top = sorted(stages.items(), key=lambda kv: -kv[1])[:7]
                     print(
                         f"  [{finished[0]}/{len(batch)}] {sample.label:<6} {sample.style:<6}"
                         f" -> {record.get('verdict')} in {record['latency_s']} s"
