@@ -73,6 +73,10 @@ class JudgeConfig:
         first_call_jit_s: What the first call may take on top instead when model_new.py
             imports triton: Triton compiles every kernel (and autotune config) at its first
             call and benchmarks the configs then.
+        retime_baselines: Baselines timed again with every candidate, right after it in the
+            same hold of the device, whose times then make the speedups (the cached ones came
+            from another moment). None: ("eager",) on the CPU, whose load and clocks drift,
+            nothing on a GPU.
         compile_baseline_timeout_s: Extra time the reference process gets for torch.compile.
         cache_dir: Where builds and baseline timings are cached; None uses default_cache_dir().
         cuda_flags: Extra nvcc flags for kernels/*.cu.
@@ -123,6 +127,7 @@ class JudgeConfig:
     call_time_factor: float = 100.0
     call_time_floor_s: float = 2.0
     first_call_jit_s: float = 60.0
+    retime_baselines: tuple[str, ...] | None = None
     compile_baseline_timeout_s: float = 300.0
     cache_dir: Path | None = None
     cuda_flags: tuple[str, ...] = ("-O3",)
@@ -150,7 +155,7 @@ class JudgeConfig:
                 raise ConfigError(f"JudgeConfig.{name} must be at least 1")
         if self.warmup_runs < 0:
             raise ConfigError("JudgeConfig.warmup_runs must be >= 0")
-        unknown = set(self.baselines) - set(BASELINES)
+        unknown = (set(self.baselines) | set(self.retime_baselines or ())) - set(BASELINES)
         if unknown:
             raise ConfigError(f"Unknown baselines {sorted(unknown)}; use a subset of {BASELINES}")
         for name in (
@@ -184,6 +189,14 @@ class JudgeConfig:
         if self.fast_worker_start is None:
             return fast_worker_start_default(self.device)
         return self.fast_worker_start
+
+    @property
+    def resolved_retime_baselines(self) -> tuple[str, ...]:
+        """retime_baselines (None resolved by the device), of the baselines timed at all."""
+        wanted = self.retime_baselines
+        if wanted is None:
+            wanted = ("eager",) if self.device == "cpu" else ()
+        return tuple(name for name in wanted if name in self.baselines)
 
     @property
     def resolved_cache_dir(self) -> Path:

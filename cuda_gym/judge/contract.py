@@ -69,8 +69,10 @@ def declared_domains(task, n_inputs: int) -> list[str]:
     options = getattr(task, "JUDGE_OPTIONS", None)
     value = options.get("input_domain", "observed") if isinstance(options, dict) else "observed"
     values = [value] * n_inputs if isinstance(value, str) else value
-    if not isinstance(values, (list, tuple)) or len(values) != n_inputs or any(
-        v not in DOMAINS for v in values
+    if (
+        not isinstance(values, (list, tuple))
+        or len(values) != n_inputs
+        or any(v not in DOMAINS for v in values)
     ):
         raise ValueError(
             f"JUDGE_OPTIONS['input_domain'] must be one of {DOMAINS} or a list of them with one "

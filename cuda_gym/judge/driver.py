@@ -96,6 +96,7 @@ class Served:
         self.handover = Handover(device, self._share)
         self.violations: list[str] = []
         self.own_calls = 0
+        self.expected: list = []  # a baseline's: the reference's outputs on its first inputs
 
     def _share(self, message: dict, fds: tuple[int, ...]) -> None:
         self.link.send(message, fds)
@@ -420,14 +421,21 @@ class Driver:
             return
         profiled = False
         if req.timing:
-            with roles.alone(self.rep, "timing"):
-                timing, kept = self._time(served, exp, recheck=True)
-                if self.device == "cuda":
-                    # In the same hold: CUPTI starts in milliseconds on a GPU (after timing, as
-                    # it adds to every launch), and each exclusive hold costs a drain of the
-                    # device's shared work (cuda_gym.runtime.device_gate).
-                    self._profile(served, inputs, exp, fseed)
-                    profiled = True
+            again = [(n, b) for n in req.retime_baselines if (b := self._serve_baseline(n))]
+            try:
+                with roles.alone(self.rep, "timing"):
+                    timing, kept = self._time(served, exp, recheck=True)
+                    for name, baseline in again:  # the same machine as the candidate's
+                        self._time_baseline(name, baseline)
+                    if self.device == "cuda":
+                        # In the same hold: CUPTI starts in milliseconds on a GPU (after
+                        # timing, as it adds to every launch), and each exclusive hold costs a
+                        # drain of the device's shared work (cuda_gym.runtime.device_gate).
+                        self._profile(served, inputs, exp, fseed)
+                        profiled = True
+            finally:
+                for _, baseline in again:
+                    baseline.close()
             self.result.violations = list(served.violations)
             self.rep.enter("recheck")
             recheck = Comparison()
@@ -530,40 +538,61 @@ class Driver:
 
     def _baselines(self) -> None:
         """Time the wanted baselines through runners serving the task's own Model."""
-        req = self.req
-        solution = self.work / "baseline_solution"
-        solution.mkdir(exist_ok=True)
-        source = Path(req.header.task_path).read_text()
-        (solution / "model_new.py").write_text(source.rstrip() + "\n\n\nModelNew = Model\n")
-        seed = secrets.randbits(62)
-        inputs = make_inputs(self.task, seed, self.device, "as_is")
-        expected, _, _ = self._reference(inputs, forward_seed(seed))
-        for name in req.baselines:
-            self.rep.enter(f"baseline:{name}")
-            try:
-                served = self._serve(
-                    str(solution),
-                    None,
-                    banned=False,
-                    compile_model=name == "compile",
-                    role=f"{name} baseline",
-                    budget_s=req.baseline_timeout_s,
-                )
-            except (CandidateFailed, RunnerFailed) as exc:
-                self.result.baselines[name] = BaselineResult(error=str(exc)[:2000])
+        for name in self.req.baselines:
+            served = self._serve_baseline(name)
+            if served is None:
                 continue
             try:
-                # torch.compile compiles at the first call: host work of seconds, outside the
-                # gate, so that no timer waits for it (the call's GPU work is one reference pass).
-                with roles.off_device(self.rep, f"baseline:{name}"):
-                    served.call(inputs, expected, forward_seed(seed))
                 with roles.alone(self.rep, f"baseline:{name}"):
-                    timing, _ = self._time(served, expected, recheck=False)
-                self.result.baselines[name] = BaselineResult(timing=timing)
-            except (CandidateFailed, RunnerFailed) as exc:
-                self.result.baselines[name] = BaselineResult(error=str(exc)[:2000])
+                    self._time_baseline(name, served)
             finally:
                 served.close()
+
+    def _serve_baseline(self, name: str) -> Served | None:
+        """A runner serving the task's own Model as baseline `name`, past its first call.
+
+        None when it could not start (the error is the baseline's result).
+        """
+        req = self.req
+        solution = self.work / "baseline_solution"
+        if not solution.is_dir():
+            solution.mkdir()
+            source = Path(req.header.task_path).read_text()
+            (solution / "model_new.py").write_text(source.rstrip() + "\n\n\nModelNew = Model\n")
+        self.rep.enter(f"baseline:{name}")
+        try:
+            served = self._serve(
+                str(solution),
+                None,
+                banned=False,
+                compile_model=name == "compile",
+                role=f"{name} baseline",
+                budget_s=req.baseline_timeout_s,
+            )
+        except (CandidateFailed, RunnerFailed) as exc:
+            self.result.baselines[name] = BaselineResult(error=str(exc)[:2000])
+            return None
+        seed = secrets.randbits(62)
+        inputs = make_inputs(self.task, seed, self.device, "as_is")
+        served.expected, _, _ = self._reference(inputs, forward_seed(seed))
+        try:
+            # torch.compile compiles at the first call: host work of seconds, outside the
+            # gate, so that no timer waits for it (the call's GPU work is one reference pass).
+            with roles.off_device(self.rep, f"baseline:{name}"):
+                served.call(inputs, served.expected, forward_seed(seed))
+        except (CandidateFailed, RunnerFailed) as exc:
+            self.result.baselines[name] = BaselineResult(error=str(exc)[:2000])
+            served.close()
+            return None
+        return served
+
+    def _time_baseline(self, name: str, served: Served) -> None:
+        """Time a served baseline (the caller holds the device alone) into the result."""
+        try:
+            timing, _ = self._time(served, served.expected, recheck=False)
+            self.result.baselines[name] = BaselineResult(timing=timing)
+        except (CandidateFailed, RunnerFailed) as exc:
+            self.result.baselines[name] = BaselineResult(error=str(exc)[:2000])
 
 
 @contextlib.contextmanager

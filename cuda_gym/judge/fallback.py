@@ -181,8 +181,10 @@ def _converts_dtype(name: str, args, kwargs: dict) -> bool:
     """A copy whose result has another dtype than its source: a conversion, which is compute."""
     if name in ("aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize"):
         dst, src = (args[0], args[1]) if name == "aten::copy_" else (args[1], args[0])
-        return isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor) and (
-            src.dtype != dst.dtype
+        return (
+            isinstance(src, torch.Tensor)
+            and isinstance(dst, torch.Tensor)
+            and (src.dtype != dst.dtype)
         )
     if name == "aten::_to_copy":
         dtype = kwargs.get("dtype")

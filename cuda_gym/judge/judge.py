@@ -183,6 +183,7 @@ class Judge:
             verdict.speedup_vs_eager,
             verdict.speedup_vs_compile,
             cfg.reward_margin,
+            verdict.flags.get(Flag.TIMING_NOISE),
         )
         verdict.verdict = "accept" if verdict.correct else "reject"
         if not cfg.sandboxed:
@@ -346,6 +347,7 @@ class Judge:
             "load_timeout_s": cfg.load_timeout_s,
             "call_time_factor": cfg.call_time_factor,
             "call_time_floor_s": cfg.call_time_floor_s,
+            "retime_baselines": list(cfg.resolved_retime_baselines) if timing else [],
             "first_call_extra_s": (
                 cfg.first_call_jit_s
                 if compiles_at_first_call((snap / SOLUTION_FILE).read_text(errors="replace"))
@@ -399,6 +401,13 @@ class Judge:
                     # A baseline that could not be timed earns no milestone against it: say why.
                     verdict.flags.setdefault(Flag.BASELINE_ERRORS, {})[name] = entry["error"][:1500]
         if timing and verdict.correct and result.timing is not None:
+            again = {n: b.timing for n, b in result.baselines.items() if b.timing is not None}
+            if again:  # timed with the candidate: the same machine, in the same minute
+                verdict.flags[Flag.BASELINES_RETIMED] = {
+                    n: {"cached_ms": baselines.get(n, {}).get("median_ms"), "now_ms": t.median_ms}
+                    for n, t in again.items()
+                }
+                baselines = {**baselines, **{n: dataclasses.asdict(t) for n, t in again.items()}}
             self._set_speedups(verdict, result.timing, baselines)
             apply_speed_of_light(verdict, probe.get("roofline"))
 
@@ -574,6 +583,11 @@ class Judge:
         verdict.flags[Flag.CANDIDATE_TIMING] = dataclasses.asdict(timing)
         if cand_ms <= 0:
             return
+        verdict.flags[Flag.TIMING_NOISE] = {
+            name: round((timing.spread + (entry.get("spread") or 0.0)) / 2, 4)
+            for name, entry in baselines.items()
+            if entry.get("median_ms")
+        }
         if verdict.time_ms["eager"]:
             verdict.speedup_vs_eager = verdict.time_ms["eager"] / cand_ms
         if verdict.time_ms["compile"]:

@@ -168,6 +168,9 @@ class CandidateRequest:
         first_call_extra_s: What the candidate's first call may take on top (lazy loading;
             a solution that JIT-compiles at its first call, Triton's, gets more).
         baselines_only: Time `baselines` only (no candidate: the solution fields are unused).
+        retime_baselines: Baselines timed again right after the candidate, in the same hold of
+            the device, so that both see the same machine (the CPU's load and clocks drift
+            between a cached baseline and a later candidate).
     """
 
     header: WorkerHeader
@@ -197,6 +200,7 @@ class CandidateRequest:
     call_time_floor_s: float = 2.0
     first_call_extra_s: float = 10.0
     baselines_only: bool = False
+    retime_baselines: list[str] = field(default_factory=list)
 
 
 @dataclass

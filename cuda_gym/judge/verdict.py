@@ -111,6 +111,11 @@ class Flag(_NamedEnum):
             ({"profile_kernel_ms", "measured_ms"}).
         SPEED_OF_LIGHT: Timed below the task's speed-of-light bound, so no speedup is credited
             ({"candidate_ms", "bound_ms"}).
+        BASELINES_RETIMED: Baselines timed again right after the candidate, whose times the
+            speedups use ({name: {"cached_ms", "now_ms"}}).
+        TIMING_NOISE: By baseline, the mean relative spread (p10 to p90 over the median) of
+            the candidate's and the baseline's timed calls: a milestone needs a speedup beyond
+            it as well as beyond the margin.
     """
 
     REFERENCE_AS_CANDIDATE = "reference_as_candidate"
@@ -132,6 +137,8 @@ class Flag(_NamedEnum):
     SIDE_WORK = "side_work"
     PROFILE_MISMATCH = "profile_mismatch"
     SPEED_OF_LIGHT = "speed_of_light"
+    BASELINES_RETIMED = "baselines_retimed"
+    TIMING_NOISE = "timing_noise"
 
 
 def milestone_reward(
@@ -139,18 +146,32 @@ def milestone_reward(
     speedup_vs_eager: float | None,
     speedup_vs_compile: float | None,
     margin: float = 0.05,
+    noise: dict | None = None,
 ) -> float:
     """The CUDA-Agent milestone reward.
 
+    Args:
+        correct: The candidate passed every check.
+        speedup_vs_eager: Eager time / candidate time.
+        speedup_vs_compile: torch.compile time / candidate time.
+        margin: A speedup must exceed 1 + margin ...
+        noise: ... and 1 + the relative noise of the two timings, by baseline name ("eager",
+            "compile"; Flag.TIMING_NOISE): a speedup inside the noise is no speedup.
+
     Returns:
         -1 when incorrect (or not built); 1 when correct; 2 when correct and more than `margin`
-        faster than eager; 3 when correct and more than `margin` faster than both eager and
-        torch.compile. A baseline that was not measured cannot be beaten.
+        (and the noise) faster than eager; 3 when correct and more than that faster than both
+        eager and torch.compile. A baseline that was not measured cannot be beaten.
     """
     if not correct:
         return -1.0
-    beats_eager = speedup_vs_eager is not None and speedup_vs_eager > 1.0 + margin
-    beats_compile = speedup_vs_compile is not None and speedup_vs_compile > 1.0 + margin
+    noise = noise or {}
+
+    def beats(speedup: float | None, name: str) -> bool:
+        return speedup is not None and speedup > 1.0 + max(margin, noise.get(name) or 0.0)
+
+    beats_eager = beats(speedup_vs_eager, "eager")
+    beats_compile = beats(speedup_vs_compile, "compile")
     if beats_eager and beats_compile:
         return 3.0
     if beats_eager:
@@ -164,6 +185,7 @@ def compute_reward(
     speedup_vs_eager: float | None,
     speedup_vs_compile: float | None,
     margin: float = 0.05,
+    noise: dict | None = None,
 ) -> float:
     """The reward of a judged candidate.
 
@@ -175,9 +197,10 @@ def compute_reward(
         speedup_vs_eager: Eager time / candidate time.
         speedup_vs_compile: torch.compile time / candidate time.
         margin: Milestone margin.
+        noise: Timing noise by baseline (milestones only; see `milestone_reward`).
     """
     if kind == "milestone":
-        return milestone_reward(correct, speedup_vs_eager, speedup_vs_compile, margin)
+        return milestone_reward(correct, speedup_vs_eager, speedup_vs_compile, margin, noise)
     if not correct:
         return -1.0
     speedup = speedup_vs_compile if speedup_vs_compile is not None else speedup_vs_eager

@@ -65,3 +65,21 @@ def test_flags_serialise_with_plain_string_keys_and_old_records_load():
     assert Verdict.from_dict(data).flags[Flag.SIDE_WORK] == {"flush_ms": 0.1}
     old = {k: v for k, v in data.items() if k != "tolerance_mode"} | {"mode": "kernelbench"}
     assert Verdict.from_dict(old).tolerance_mode == "kernelbench"
+
+
+def test_a_speedup_inside_the_timing_noise_earns_no_milestone():
+    assert milestone_reward(True, 1.2, 1.2, noise={"eager": 0.3, "compile": 0.01}) == 1.0
+    assert milestone_reward(True, 1.4, 1.2, noise={"eager": 0.3, "compile": 0.01}) == 3.0
+    assert milestone_reward(True, 1.4, 1.2, noise={"eager": 0.3, "compile": 0.25}) == 2.0
+    assert milestone_reward(True, 1.06, 1.06, noise={"eager": 0.01}) == 3.0  # the margin rules
+    assert milestone_reward(True, 1.06, 1.06, noise=None) == 3.0
+
+
+def test_the_cpu_retimes_eager_with_every_candidate_and_a_gpu_nothing():
+    from cuda_gym.judge import JudgeConfig
+
+    assert JudgeConfig(device="cpu").resolved_retime_baselines == ("eager",)
+    assert JudgeConfig(device="cuda").resolved_retime_baselines == ()
+    assert JudgeConfig(device="cpu", baselines=("compile",)).resolved_retime_baselines == ()
+    both = JudgeConfig(device="cuda", retime_baselines=("eager", "compile"))
+    assert both.resolved_retime_baselines == ("eager", "compile")
