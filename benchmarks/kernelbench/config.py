@@ -202,6 +202,9 @@ class HarnessConfig:
             fast_worker_start=True if self.fast_worker_start else None,
             # Solutions judged here were written elsewhere: the permissive static rules.
             code_rules="external",
+            # Speedups against the run's baselines file (shipped or measured once per problem),
+            # not against eager timed again with each solution.
+            retime_baselines=(),
         )
 
     @property
