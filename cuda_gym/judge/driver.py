@@ -65,6 +65,10 @@ FLUSH_SLACK_MS = 0.02
 # At least one timed call in RECHECK_EVERY is re-checked (random ones), and never fewer than 2.
 RECHECK_EVERY = 10
 MIN_RECHECKS = 2
+# Timing takes about this long at most: slower calls get fewer timed runs, never fewer than
+# MIN_TIMED_RUNS (the runner's whole budget, JudgeConfig.run_timeout_s, still bounds it).
+TIMING_BUDGET_S = 30.0
+MIN_TIMED_RUNS = 5
 # A profiled kernel time this far from the measured time is flagged (the profile is untrusted).
 PROFILE_MISMATCH_FACTOR = 1.5
 # Host escapes of tensor data from Python (torch.tensor(list) is aten::lift_fresh of host data).
@@ -97,6 +101,7 @@ class Served:
         self.violations: list[str] = []
         self.own_calls = 0
         self.expected: list = []  # a baseline's: the reference's outputs on its first inputs
+        self.call_s: list[float] = []  # the untimed calls' round trips, seconds
 
     def _share(self, message: dict, fds: tuple[int, ...]) -> None:
         self.link.send(message, fds)
@@ -127,8 +132,16 @@ class Served:
         message["count_own_calls"] = kind == "call"
         if self.device == "cuda":
             torch.cuda.synchronize()
+        start = perf_counter()
         reply = self.link.call(message, fds, self._limit(first=kind == "profile"))
+        if kind == "call":
+            self.call_s.append(perf_counter() - start)
         return self._finish(reply)
+
+    def typical_call_s(self) -> float | None:
+        """Seconds of an untimed call so far (past the first, which loads lazily); None: none."""
+        later = self.call_s[1:] or self.call_s
+        return statistics.median(later) if later else None
 
     def _finish(self, reply):
         self.violations += [v for v in reply.violations if v not in self.violations]
@@ -466,6 +479,13 @@ class Driver:
         req = self.req
         warmup = req.warmup_runs + self.rng.randint(0, max(1, req.warmup_runs))
         runs = req.timed_runs + self.rng.randint(0, max(1, req.timed_runs // 2))
+        per_call = served.typical_call_s()
+        if per_call:
+            # A correct kernel slow enough to spend its whole budget on timing is timed with
+            # fewer calls (an honest naive kernel is slow, not wrong).
+            fit = int(TIMING_BUDGET_S / per_call)
+            runs = min(runs, max(MIN_TIMED_RUNS, fit))
+            warmup = min(warmup, max(1, fit // 8))
         count = max(MIN_RECHECKS, runs // RECHECK_EVERY) if recheck else 0
         rechecked = set(self.rng.sample(range(runs), min(count, runs)))
         flush = Flush() if self.device == "cuda" else None

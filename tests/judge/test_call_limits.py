@@ -20,3 +20,49 @@ def test_the_first_call_gets_more_time_and_a_jit_solution_more_still():
 
 def test_runners_without_a_limit_have_none():
     assert Served(None, "cpu")._limit() is None
+
+
+class _FakeServed:
+    """Answers timed calls instantly; its untimed calls took `call_s` each."""
+
+    def __init__(self, call_s: list) -> None:
+        self.call_s = call_s
+        self.timed = 0
+
+    typical_call_s = Served.typical_call_s
+
+    def round_trip_ms(self, flush):
+        return 0.01, 0.0
+
+    def timed_call(self, inputs, expected, fseed, flush):
+        self.timed += 1
+        return [inputs[0]], 1.0 + 0.001 * self.timed, 0.0
+
+
+def _timed(call_s: list):
+    import random
+    import types
+
+    import torch
+
+    from cuda_gym.judge.driver import Driver
+
+    driver = Driver.__new__(Driver)
+    driver.req = types.SimpleNamespace(warmup_runs=3, timed_runs=20)
+    driver.rng = random.Random(0)
+    driver.device = "cpu"
+    driver.task = types.SimpleNamespace(get_inputs=lambda: [torch.ones(4)])
+    served = _FakeServed(call_s)
+    stats, _ = driver._time(served, [torch.ones(4)], recheck=True)
+    return stats
+
+
+def test_a_slow_correct_kernel_is_timed_with_fewer_calls():
+    from cuda_gym.judge.driver import MIN_TIMED_RUNS, TIMING_BUDGET_S
+
+    fast = _timed([0.5, 0.001, 0.001])  # the first call (lazy loading) does not count
+    assert fast.runs >= 20 and fast.warmup_calls >= 3
+    slow = _timed([9.0, 3.0, 3.0])
+    assert slow.runs == int(TIMING_BUDGET_S / 3.0) and slow.warmup_calls == 1
+    glacial = _timed([60.0, 20.0])
+    assert glacial.runs == MIN_TIMED_RUNS and glacial.warmup_calls == 1
