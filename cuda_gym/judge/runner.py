@@ -193,10 +193,17 @@ class _OwnCalls:
         ):
             # A kernel-only workspace's extern "C" entry point (called through ctypes).
             self.count += 1
-        elif frame.f_code.co_name == "run" and frame.f_code.co_filename.endswith(TRITON_JIT):
+        elif (
+            frame.f_code.co_name == "run"
+            and frame.f_code.co_filename.endswith(TRITON_JIT)
+            and self._installed(frame.f_code.co_filename)  # Triton's, not a file named so
+        ):
             code = getattr(getattr(frame.f_locals.get("self"), "fn", None), "__code__", None)
-            if code is not None and not os.path.realpath(code.co_filename).startswith(self.not_own):
+            if code is not None and not self._installed(code.co_filename):
                 self.count += 1
+
+    def _installed(self, path: str) -> bool:
+        return os.path.realpath(path).startswith(self.not_own)
 
     @contextlib.contextmanager
     def active(self):

@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import os
 import sys
 
 import torch
@@ -30,8 +31,10 @@ def _fake_triton(tmp_path):
     return module.JITFunction
 
 
-def _counted(call) -> int:
+def _counted(call, installed=None) -> int:
     counter = _OwnCalls(torch)
+    if installed is not None:  # where the fake Triton is "installed"
+        counter.not_own += (os.path.join(os.path.realpath(installed), ""),)
     with counter.active():
         call()
     return counter.count
@@ -46,15 +49,18 @@ def test_a_triton_kernel_of_the_solution_counts_as_its_own(tmp_path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     kernel = jit(module.softmax_kernel)
-    assert _counted(lambda: kernel.run(1, 2)) == 1
-    assert _counted(lambda: [kernel.run(1, 2) for _ in range(3)]) == 3
+    site = tmp_path / "site"
+    assert _counted(lambda: kernel.run(1, 2), installed=site) == 1
+    assert _counted(lambda: [kernel.run(1, 2) for _ in range(3)], installed=site) == 3
+    # A file merely named triton/runtime/jit.py (the solution's own, say) is not Triton.
+    assert _counted(lambda: kernel.run(1, 2)) == 0
 
 
 def test_a_triton_kernel_of_an_installed_package_is_not_the_solutions(tmp_path):
     jit = _fake_triton(tmp_path)
     installed = jit(json.dumps)  # a function whose file is under the interpreter's prefix
     assert json.__file__.startswith(sys.base_prefix)
-    assert _counted(lambda: installed.run(1)) == 0
+    assert _counted(lambda: installed.run(1), installed=tmp_path / "site") == 0
 
 
 def test_python_and_torch_calls_are_not_the_solutions():
