@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from cuda_gym.judge.roles import Reporter, open_gate
+from cuda_gym.runtime.process import die_with_parent
 
 
 def run_build(req: dict, rep: Reporter) -> None:
@@ -107,6 +108,7 @@ def main() -> None:
     With CUDA_GYM_WORKER_CPROFILE=DIR set (a developer's switch), the role runs under cProfile
     and the top functions by cumulative time are written to DIR/<role>-<pid>.txt.
     """
+    die_with_parent()
     role = sys.argv[1]
     data = json.loads(sys.stdin.read())
     result_path = data["result_path"] if role == "build" else data["header"]["result_path"]

@@ -200,6 +200,24 @@ def run_process(
         )
 
 
+def die_with_parent() -> None:
+    """SIGKILL this process when the one that started it ends (Linux; a no-op elsewhere).
+
+    For judge workers: their parent holds their time limits, so a worker whose judge died (a
+    one-shot CLI that returned while baselines were still being timed, a killed trainer) would
+    otherwise run on unbounded, holding a GPU's memory and its gate.
+    """
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:  # the parent ended before the signal was asked for
+        os._exit(1)
+
+
 def python_child_env(base: Mapping[str, str] | None = None, **extra: str) -> dict[str, str]:
     """An environment in which `python -m cuda_gym...` works, even when cuda_gym is not installed.
 

@@ -1,4 +1,6 @@
 import os
+import signal
+import subprocess
 import sys
 import time
 
@@ -78,3 +80,38 @@ def test_child_env_makes_the_package_importable(tmp_path):
         env=env,
     )
     assert proc.stdout.strip() == "ok", proc.stderr
+
+
+# A judge (this script) that starts a worker, then dies; the worker must die with it.
+ORPHANING_PARENT = """
+import sys, threading, time
+from cuda_gym.runtime import run_process
+child = (
+    "import os, sys, time; from cuda_gym.runtime.process import die_with_parent; "
+    "die_with_parent(); open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(120)"
+)
+argv = [sys.executable, "-c", child, sys.argv[1]]
+threading.Thread(target=run_process, args=(argv,), kwargs={"timeout_s": 300}, daemon=True).start()
+time.sleep(60)
+"""
+
+
+def test_a_worker_dies_with_the_judge_that_started_it(tmp_path):
+    pid_file = tmp_path / "pid"
+    parent = subprocess.Popen([sys.executable, "-c", ORPHANING_PARENT, str(pid_file)])
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    os.kill(child, 0)  # alive while its judge is
+    parent.kill()
+    parent.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.kill(child, signal.SIGKILL)
+    raise AssertionError("the worker outlived its judge")
