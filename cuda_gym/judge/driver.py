@@ -139,8 +139,11 @@ class Served:
         return self._finish(reply)
 
     def typical_call_s(self) -> float | None:
-        """Seconds of an untimed call so far (past the first, which loads lazily); None: none."""
-        later = self.call_s[1:] or self.call_s
+        """Seconds of an untimed call past the first; None before the second.
+
+        The first loads and compiles lazily (a compile baseline's takes minutes).
+        """
+        later = self.call_s[1:]
         return statistics.median(later) if later else None
 
     def _finish(self, reply):

@@ -64,5 +64,8 @@ def test_a_slow_correct_kernel_is_timed_with_fewer_calls():
     assert fast.runs >= 20 and fast.warmup_calls >= 3
     slow = _timed([9.0, 3.0, 3.0])
     assert slow.runs == int(TIMING_BUDGET_S / 3.0) and slow.warmup_calls == 1
+    # One call only (a baseline's warm-up, torch.compile's compile): nothing to go by.
+    compiled = _timed([60.0])
+    assert compiled.runs >= 20 and compiled.warmup_calls >= 3
     glacial = _timed([60.0, 20.0])
     assert glacial.runs == MIN_TIMED_RUNS and glacial.warmup_calls == 1
