@@ -304,9 +304,11 @@ class Driver:
             raise
         if ready.error is not None:
             link.close()
-            self.result.build_failed = ready.build_failed
+            if candidate:
+                self.result.build_failed = ready.build_failed
             raise CandidateFailed(ready.error)
-        self.result.weights_not_copied = ready.weights_not_copied
+        if candidate:
+            self.result.weights_not_copied = ready.weights_not_copied
         if banned:
             # What the solution's process loaded, read from outside it: its own extensions
             # (kernels/ and load_inline's) may not call compute below the dispatcher.
@@ -386,7 +388,10 @@ class Driver:
                 served.close()
             self.result.stage = "done"
             if req.timing and self.result.timing is not None:
-                self._baselines()
+                # Timed again now that the candidate's runner (and every thread or process it
+                # started) is gone: nothing of the solution's runs beside its baselines.
+                again = [n for n in req.retime_baselines if n not in req.baselines]
+                self._baselines([*req.baselines, *again])
         return self._finish()
 
     def _finish(self) -> CandidateResult:
@@ -437,21 +442,14 @@ class Driver:
             return
         profiled = False
         if req.timing:
-            again = [(n, b) for n in req.retime_baselines if (b := self._serve_baseline(n))]
-            try:
-                with roles.alone(self.rep, "timing"):
-                    timing, kept = self._time(served, exp, recheck=True)
-                    for name, baseline in again:  # the same machine as the candidate's
-                        self._time_baseline(name, baseline)
-                    if self.device == "cuda":
-                        # In the same hold: CUPTI starts in milliseconds on a GPU (after
-                        # timing, as it adds to every launch), and each exclusive hold costs a
-                        # drain of the device's shared work (cuda_gym.runtime.device_gate).
-                        self._profile(served, inputs, exp, fseed)
-                        profiled = True
-            finally:
-                for _, baseline in again:
-                    baseline.close()
+            with roles.alone(self.rep, "timing"):
+                timing, kept = self._time(served, exp, recheck=True)
+                if self.device == "cuda":
+                    # In the same hold: CUPTI starts in milliseconds on a GPU (after timing, as
+                    # it adds to every launch), and each exclusive hold costs a drain of the
+                    # device's shared work (cuda_gym.runtime.device_gate).
+                    self._profile(served, inputs, exp, fseed)
+                    profiled = True
             self.result.violations = list(served.violations)
             self.rep.enter("recheck")
             recheck = Comparison()
@@ -559,9 +557,9 @@ class Driver:
             foreign=foreign[:5],
         )
 
-    def _baselines(self) -> None:
-        """Time the wanted baselines through runners serving the task's own Model."""
-        for name in self.req.baselines:
+    def _baselines(self, names: list[str] | None = None) -> None:
+        """Time baselines (default: the request's) through runners serving the task's Model."""
+        for name in self.req.baselines if names is None else names:
             served = self._serve_baseline(name)
             if served is None:
                 continue

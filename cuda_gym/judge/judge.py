@@ -14,6 +14,7 @@ import contextvars
 import dataclasses
 import json
 import logging
+import math
 import os
 import secrets
 import shutil
@@ -359,8 +360,9 @@ class Judge:
         if cfg.sandboxed:
             check_support(cfg.device)  # a refused mechanism is a clear error, before any work
         # The driver's own work (reference passes, comparisons, the runners' start) gets the
-        # run limit once more on top of what its runners may use.
-        timeout_s = runner_timeout_s + cfg.run_timeout_s
+        # run limit once more on top of what its runners may use; so does each baseline it
+        # times again.
+        timeout_s = runner_timeout_s + cfg.run_timeout_s * (1 + len(request["retime_baselines"]))
         verdict.stage = "load"
         run = self._run_worker("candidate", tmp, request, timeout_s, task=task)
         if not run["ok"] and run.get("timed_out"):
@@ -402,6 +404,10 @@ class Judge:
                     verdict.flags.setdefault(Flag.BASELINE_ERRORS, {})[name] = entry["error"][:1500]
         if timing and verdict.correct and result.timing is not None:
             again = {n: b.timing for n, b in result.baselines.items() if b.timing is not None}
+            for name, entry in result.baselines.items():
+                if entry.error is not None:  # the cached time stands; say why it was not renewed
+                    errors = verdict.flags.setdefault(Flag.BASELINE_ERRORS, {})
+                    errors[name] = f"timing it again failed: {entry.error}"[:1500]
             if again:  # timed with the candidate: the same machine, in the same minute
                 verdict.flags[Flag.BASELINES_RETIMED] = {
                     n: {"cached_ms": baselines.get(n, {}).get("median_ms"), "now_ms": t.median_ms}
@@ -584,7 +590,7 @@ class Judge:
         if cand_ms <= 0:
             return
         verdict.flags[Flag.TIMING_NOISE] = {
-            name: round((timing.spread + (entry.get("spread") or 0.0)) / 2, 4)
+            name: round(_timing_noise(timing.spread, timing.runs, entry), 4)
             for name, entry in baselines.items()
             if entry.get("median_ms")
         }
@@ -719,6 +725,17 @@ def wait_for_background_work(timeout_s: float | None = None) -> bool:
         if left is not None and left <= 0:
             return False
         running[0].join(left)
+
+
+def _timing_noise(spread: float, runs: int, baseline: dict) -> float:
+    """About two standard errors of the ratio of two medians, relative.
+
+    A median of n calls whose p10-p90 width is w (relative) has a standard error of about
+    0.49 w / sqrt(n) (for a normal spread); two of them, about sqrt(w1^2/n1 + w2^2/n2) / 2.
+    """
+    other_spread = baseline.get("spread") or 0.0
+    other_runs = baseline.get("runs") or 1
+    return math.sqrt(spread**2 / max(runs, 1) + other_spread**2 / max(other_runs, 1))
 
 
 class _Background:

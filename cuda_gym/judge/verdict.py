@@ -113,9 +113,9 @@ class Flag(_NamedEnum):
             ({"candidate_ms", "bound_ms"}).
         BASELINES_RETIMED: Baselines timed again right after the candidate, whose times the
             speedups use ({name: {"cached_ms", "now_ms"}}).
-        TIMING_NOISE: By baseline, the mean relative spread (p10 to p90 over the median) of
-            the candidate's and the baseline's timed calls: a milestone needs a speedup beyond
-            it as well as beyond the margin.
+        TIMING_NOISE: By baseline, about two standard errors of the speedup, relative (from
+            the p10-p90 spread and the number of timed calls of the candidate and of the
+            baseline): a milestone needs a speedup beyond it as well as beyond the margin.
     """
 
     REFERENCE_AS_CANDIDATE = "reference_as_candidate"

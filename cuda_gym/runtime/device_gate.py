@@ -92,11 +92,13 @@ class DeviceGate:
     def _enter(self, op: int, held: str) -> None:
         """Take `main` with `op`, queueing through `timers` and `turn` (see the module doc)."""
         if op == fcntl.LOCK_SH:
-            self._flock(self._timers, fcntl.LOCK_EX)  # behind every waiting or timing timer
-            fcntl.flock(self._timers, fcntl.LOCK_UN)
-        else:
-            self._flock(self._timers, fcntl.LOCK_SH)
+            try:
+                self._flock(self._timers, fcntl.LOCK_EX)  # behind every waiting or timing timer
+            finally:
+                fcntl.flock(self._timers, fcntl.LOCK_UN)  # (unlocking what is not held: no-op)
         try:
+            if op == fcntl.LOCK_EX:
+                self._flock(self._timers, fcntl.LOCK_SH)
             self._flock(self._turn, fcntl.LOCK_EX)
             try:
                 self._flock(self._main, op)

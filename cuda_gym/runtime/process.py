@@ -205,7 +205,9 @@ def die_with_parent() -> None:
 
     For judge workers: their parent holds their time limits, so a worker whose judge died (a
     one-shot CLI that returned while baselines were still being timed, a killed trainer) would
-    otherwise run on unbounded, holding a GPU's memory and its gate.
+    otherwise run on unbounded, holding a GPU's memory and its gate. (A parent that ends in the
+    moment between this process's start and this call is not seen: no parent pid is checked,
+    since a judge may itself be pid 1 and a sandboxed worker's parent is its sandbox.)
     """
     import ctypes
     import sys
@@ -214,8 +216,6 @@ def die_with_parent() -> None:
         return
     pr_set_pdeathsig = 1
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() == 1:  # the parent ended before the signal was asked for
-        os._exit(1)
 
 
 def python_child_env(base: Mapping[str, str] | None = None, **extra: str) -> dict[str, str]:

@@ -83,3 +83,13 @@ def test_the_cpu_retimes_eager_with_every_candidate_and_a_gpu_nothing():
     assert JudgeConfig(device="cpu", baselines=("compile",)).resolved_retime_baselines == ()
     both = JudgeConfig(device="cuda", retime_baselines=("eager", "compile"))
     assert both.resolved_retime_baselines == ("eager", "compile")
+
+
+def test_timing_noise_shrinks_with_more_calls():
+    from cuda_gym.judge.judge import _timing_noise
+
+    few = _timing_noise(0.3, 5, {"spread": 0.3, "runs": 5})
+    many = _timing_noise(0.3, 30, {"spread": 0.3, "runs": 30})
+    assert 0.18 < few < 0.2 and 0.07 < many < 0.08
+    assert _timing_noise(0.02, 25, {"spread": 0.02, "runs": 25}) < 0.01  # a GPU: the margin rules
+    assert _timing_noise(0.1, 20, {}) > 0  # a baseline cached without its spread
