@@ -118,6 +118,7 @@ def test_a_judgement_after_prepare_neither_probes_nor_times_baselines(tmp_path):
         baselines=("eager",),
         run_timeout_s=60,
         cache_dir=tmp_path / "cache",
+        retime_baselines=(),  # the CPU's default times eager again with every candidate
     )
     tasks = [builtin_task("sigmoid_gated_multiply"), builtin_task("weighted_row_sum")]
     report = prepare_tasks(tasks, config, workers=2, progress=False)
