@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 
-from cuda_gym.judge import BuildResult, Verdict
+from cuda_gym.judge import BuildResult, Flag, Verdict
 
 logger = logging.getLogger(__name__)
 
@@ -67,14 +67,23 @@ def correctness_text(verdict: Verdict, workspace_root: str | None = None) -> str
 def timing_text(verdict: Verdict) -> str:
     """The timing part of a verdict (median times and speedups)."""
     t = verdict.time_ms
-    return "\n".join(
-        [
-            f"Timing on {verdict.device_name} (median of timed runs):",
-            f"  candidate      {_ms(t.get('candidate'))}",
-            f"  eager PyTorch  {_ms(t.get('eager'))}   speedup {_x(verdict.speedup_vs_eager)}",
-            f"  torch.compile  {_ms(t.get('compile'))}   speedup {_x(verdict.speedup_vs_compile)}",
-        ]
-    )
+    noise = verdict.flags.get(Flag.TIMING_NOISE) or {}
+    lines = [
+        f"Timing on {verdict.device_name} (median of timed runs):",
+        f"  candidate      {_ms(t.get('candidate'))}",
+        f"  eager PyTorch  {_ms(t.get('eager'))}   speedup {_x(verdict.speedup_vs_eager)}"
+        + _noise_note(verdict.speedup_vs_eager, noise.get("eager")),
+        f"  torch.compile  {_ms(t.get('compile'))}   speedup {_x(verdict.speedup_vs_compile)}"
+        + _noise_note(verdict.speedup_vs_compile, noise.get("compile")),
+    ]
+    return "\n".join(lines)
+
+
+def _noise_note(speedup: float | None, noise: float | None) -> str:
+    """Where a speedup above 1 is within its timing noise (it earns no milestone)."""
+    if speedup is None or noise is None or not 1.0 < speedup <= 1.0 + noise:
+        return ""
+    return f"   (within the timing noise of +-{100 * noise:.0f}%: not counted as faster)"
 
 
 def reward_text(verdict: Verdict) -> str:

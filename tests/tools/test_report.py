@@ -84,3 +84,16 @@ def test_observations_use_the_trimmed_errors():
     assert "worker.py" not in text and "/dev/shm" not in text and "model_new.py" in text
     build = BuildResult(ok=False, module_dir=None, errors="/tmp/ws/kernels/a.cpp:1: error: z")
     assert build_text(build, "/tmp/ws") == "Build FAILED. First errors:\nkernels/a.cpp:1: error: z"
+
+
+def test_a_speedup_within_the_timing_noise_is_said_to_be():
+    from cuda_gym.judge import Flag, Verdict
+    from cuda_gym.tools.report import timing_text
+
+    verdict = Verdict(compiled=True, correct=True, device_name="cpu")
+    verdict.time_ms = {"candidate": 10.0, "eager": 10.8, "compile": 20.0}
+    verdict.speedup_vs_eager, verdict.speedup_vs_compile = 1.08, 2.0
+    verdict.flags[Flag.TIMING_NOISE] = {"eager": 0.12, "compile": 0.12}
+    eager, compiled = timing_text(verdict).splitlines()[2:]
+    assert "within the timing noise of +-12%" in eager
+    assert "noise" not in compiled
