@@ -350,9 +350,7 @@ class Judge:
             "call_time_floor_s": cfg.call_time_floor_s,
             "retime_baselines": list(cfg.resolved_retime_baselines) if timing else [],
             "first_call_extra_s": (
-                cfg.first_call_jit_s
-                if compiles_at_first_call((snap / SOLUTION_FILE).read_text(errors="replace"))
-                else FIRST_CALL_EXTRA_S
+                cfg.first_call_jit_s if compiles_at_first_call(source) else FIRST_CALL_EXTRA_S
             ),
         }
         if cfg.device == "cuda":

@@ -10,7 +10,6 @@ failure, never the judge's).
 from __future__ import annotations
 
 import array
-import ctypes
 import json
 import os
 import signal
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from cuda_gym.errors import SandboxError
 from cuda_gym.judge.protocol import CallReply, ProtocolError, RunnerReady, decode
+from cuda_gym.runtime.process import die_with_parent
 from cuda_gym.runtime.sandbox import (
     SandboxSpec,
     build_plan,
@@ -31,7 +31,6 @@ from cuda_gym.runtime.sandbox import (
 )
 
 RUNNER_PATH = Path(__file__).with_name("runner.py")
-PR_SET_PDEATHSIG = 1
 MAX_MESSAGE_BYTES = 1 << 20
 SOCKET_BUFFER_BYTES = 4 << 20
 LOG_TAIL_CHARS = 1500
@@ -90,19 +89,11 @@ def launch_untrusted(
             stderr=subprocess.STDOUT,
             pass_fds=pass_fds,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            # Its own session: without this a runner whose driver was killed would run on.
+            preexec_fn=die_with_parent,
         )
     finally:
         log.close()
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the driver dies (killed by the judge's limit).
-
-    The runner has a session of its own, so the driver's process group is not its group; without
-    this a runner whose driver was killed would run on (a spinning kernel, forever).
-    """
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 class RunnerLink:

@@ -26,22 +26,27 @@ def test_timeout_kills_the_whole_process_group(tmp_path):
     assert proc.timed_out and time.monotonic() - start < 20
     assert "timed out" in proc.describe_failure(3)
     grandchild = int(marker.read_text())
-    deadline = time.monotonic() + 5
+    if not _ends(grandchild, within_s=5):
+        raise AssertionError("grandchild survived the group kill")
+
+
+def _ends(pid: int, within_s: float) -> bool:
+    """Whether process `pid` is gone (or a zombie) within `within_s` seconds."""
+    deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         try:
-            os.kill(grandchild, 0)
+            os.kill(pid, 0)
         except ProcessLookupError:
-            break
+            return True
         # A zombie still answers kill(0); check /proc for its state.
         try:
-            with open(f"/proc/{grandchild}/stat") as f:
+            with open(f"/proc/{pid}/stat") as f:
                 if f.read().split()[2] == "Z":
-                    break
+                    return True
         except FileNotFoundError:
-            break
-        time.sleep(0.1)
-    else:
-        raise AssertionError("grandchild survived the group kill")
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def test_signal_death_is_named():
@@ -106,12 +111,6 @@ def test_a_worker_dies_with_the_judge_that_started_it(tmp_path):
     os.kill(child, 0)  # alive while its judge is
     parent.kill()
     parent.wait(timeout=30)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            os.kill(child, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
-    os.kill(child, signal.SIGKILL)
-    raise AssertionError("the worker outlived its judge")
+    if not _ends(child, within_s=10):
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError("the worker outlived its judge")
