@@ -248,6 +248,7 @@ def judge_batch(
                     "style": sample.style,
                     "expected": sample.expected,
                     "latency_s": round(time.monotonic() - accepted, 3),
+                    "finished_at_s": round(time.monotonic() - started, 3),
                 }
                 error = f.exception()
                 if error is not None:  # infrastructure failure: no verdict, a lost judgement
@@ -272,6 +273,7 @@ def judge_batch(
                     print(
                         f"  [{finished[0]}/{len(batch)}] {sample.label:<6} {sample.style:<6}"
                         f" -> {record.get('verdict')} in {record['latency_s']} s"
+                        f" at {record['finished_at_s']:.0f} s"
                         f" ({', '.join(f'{k} {v:.1f}' for k, v in top)})"
                         f"{' ' + record['infra_error'][:200] if record.get('infra_error') else ''}",
                         flush=True,
@@ -305,12 +307,18 @@ def summarise(concurrency: int, batch: list[Sample], run: dict) -> dict:
         "judged": len(judged),
         "lost": len(records) - len(judged),
         "judged_per_min": round(60 * len(judged) / elapsed, 2),
+        # Judgements finished by each minute of the level (cold caches fill in the first ones).
+        "judged_by_s": {
+            t: sum(r.get("finished_at_s", elapsed) <= t for r in judged)
+            for t in range(60, int(elapsed) + 60, 60)
+        },
         "all_as_labelled": all(r["matched"] for r in records),
         "mismatches": [r for r in records if not r["matched"]],
         "latency_s": {
             k: spread([r["latency_s"] for r in judged if r["label"] == k]) for k in LABELS
         },
-        # The judgement itself (Verdict.duration_s): the latency less the wait for a judge slot.
+        # The judgement itself (Verdict.duration_s), with its waits for build and device slots
+        # (stage_s "wait.build", "wait.slot").
         "judge_s": {k: spread([r["judge_s"] for r in judged if r["label"] == k]) for k in LABELS},
         "stage_s": {
             stage: {**spread(xs), "total": round(sum(xs), 2)}

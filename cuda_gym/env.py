@@ -222,8 +222,8 @@ class CudaKernelEnv(gym.Env[str, Any]):
             truncation_wait: dict = {}
             if truncated and self.config.judge_on_truncation:
                 self._workspace.restore_protected()
-                with self._ctx.judge_slot(timed=True, data=truncation_wait):
-                    final = self.judge.evaluate(self._task, self._workspace.root, timing=True)
+                final = self.judge.evaluate(self._task, self._workspace.root, timing=True)
+                truncation_wait["judge_wait_s"] = round(final.waited_s(), 4)
                 self._track_best(final)
                 sections.append(
                     f"Episode truncated ({stop_reason}); the workspace as it stands was judged: "

@@ -28,7 +28,7 @@ from pathlib import Path
 from cuda_gym.errors import ConfigError, WorkerError
 from cuda_gym.judge import Judge, JudgeConfig, Verdict
 from cuda_gym.judge.device import judge_gpus
-from cuda_gym.judge.judge import wait_for_background_work
+from cuda_gym.judge.judge import DeviceSlot, wait_for_background_work
 from cuda_gym.runtime.slots import default_slot_sizes, judge_slots
 from cuda_gym.tasks import Task
 
@@ -49,8 +49,15 @@ def solution_files(solution_dir: str | os.PathLike) -> dict[str, bytes]:
     return files
 
 
-def judge_files(judge: Judge, task: Task, files: dict[str, bytes], timing: bool, profile: bool):
-    """Write `files` into a private directory and judge it."""
+def judge_files(
+    judge: Judge,
+    task: Task,
+    files: dict[str, bytes],
+    timing: bool,
+    profile: bool,
+    device_slot: DeviceSlot | None = None,
+):
+    """Write `files` into a private directory and judge it (`device_slot`: see Judge.evaluate)."""
     with tempfile.TemporaryDirectory(prefix="cuda_gym_service_") as tmp:
         for rel, data in files.items():
             path = Path(tmp, rel)
@@ -58,7 +65,7 @@ def judge_files(judge: Judge, task: Task, files: dict[str, bytes], timing: bool,
                 raise ValueError(f"solution file path {rel!r} leaves the solution directory")
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-        return judge.evaluate(task, tmp, timing=timing, profile=profile)
+        return judge.evaluate(task, tmp, timing=timing, profile=profile, device_slot=device_slot)
 
 
 class _Bounded:
@@ -84,7 +91,7 @@ class LocalJudgeService:
     """Judge threads in this process; one Judge per thread.
 
     Judgements take the process-wide judge slots (`cuda_gym.runtime.slots`) that envs use too:
-    one timed judgement per GPU at a time, each placed on its own GPU; untimed ones share.
+    a judgement holds one from the end of its build to its verdict, placed on a GPU.
     """
 
     def __init__(self, config: JudgeConfig, workers: int = 1, max_pending: int | None = None):
@@ -106,8 +113,11 @@ class LocalJudgeService:
         return judge
 
     def _run(self, task: Task, files: dict[str, bytes], timing: bool, profile: bool) -> Verdict:
-        with self._slots.hold(timed=timing):
-            return judge_files(self._judge(), task, files, timing, profile)
+        # The slot is held from the build's end: builds are bounded by the CPU's build slots.
+        def device_slot():
+            return self._slots.hold(timed=timing)
+
+        return judge_files(self._judge(), task, files, timing, profile, device_slot)
 
     def submit(
         self,

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from cuda_gym.judge import BuildResult, Verdict, compute_reward
@@ -51,18 +49,11 @@ class ScriptedJudge:
         self.tolerance_mode = tolerance_mode
         self.calls: list[tuple[str, dict[str, str], bool]] = []
         self._lock = threading.Lock()
-        self.slot_waits: list[bool] = []
 
     def __deepcopy__(self, memo):
         # A judge is a shared service: gymnasium copies an env's spec (with its kwargs), and the
         # copy must judge through the same object.
         return self
-
-    @contextmanager
-    def slot(self, *, timed: bool) -> Iterator[float]:
-        with self._lock:
-            self.slot_waits.append(timed)
-        yield 0.0
 
     def _files(self, root: Path) -> dict[str, str]:
         return {
@@ -101,6 +92,7 @@ class ScriptedJudge:
             device=self.device,
             device_name=self.device_name,
             trials=5,
+            stage_times_s={"wait.build": 0.0, "wait.slot": 0.0},
         )
         source = files.get("model_new.py")
         if source is None:

@@ -77,11 +77,11 @@ def test_judge_wait_is_reported_in_info():
     env = gym.make("CudaKernel-v0", device="cpu", task=TASK_ID, judge=judge)
     env.reset(seed=0)
     *_, info = env.step(call("list_files"))
-    assert info["judge_wait_s"] == 0.0 and judge.slot_waits == []
+    assert info["judge_wait_s"] == 0.0 and judge.calls == []
     *_, info = env.step(call("run"))
     assert info["tool_results"][0]["judge_wait_s"] == 0.0
     assert info["judge_wait_s"] == info["tool_results"][0]["judge_wait_s"]
-    assert judge.slot_waits == [False]
+    assert [(kind, timing) for kind, _, timing in judge.calls] == [("evaluate", False)]
     env.close()
 
 
@@ -124,3 +124,50 @@ def test_slow_judge_calls_never_hold_up_other_envs_cheap_tools():
     assert pending == 3, "cheap tools waited for the slow judge calls"
     for obs, _reward, terminated, truncated, _info in slow:
         assert obs.startswith("FAIL") and not terminated and not truncated
+
+
+def test_a_judgement_holds_no_device_slot_while_it_builds(monkeypatch, tmp_path):
+    """With one device slot, a judgement still compiling does not keep a built one waiting."""
+    from cuda_gym.judge import Judge, JudgeConfig
+    from cuda_gym.tasks import builtin_task
+
+    slots = JudgeSlots(SlotSizes(timed=1, untimed=1))
+    judge = Judge(JudgeConfig(device="cpu", cache_dir=str(tmp_path / "cache")))
+    release = threading.Event()
+    slot_holders_while_building = []
+
+    def build_all(self, snap, tmp, verdict, reference_as_candidate):
+        if (snap / "model_new.py").read_text() == "slow":
+            slot_holders_while_building.append(slots.stats()["timed_running"])
+            assert release.wait(30)
+        return "source", None, None
+
+    def on_device(self, task, snap, tmp, verdict, *built, **kw):
+        verdict.correct = True
+
+    monkeypatch.setattr(Judge, "_build_all", build_all)
+    monkeypatch.setattr(Judge, "_judge_on_device", on_device)
+    task = builtin_task(TASK_ID)
+    dirs = {}
+    for name in ("slow", "quick"):
+        dirs[name] = tmp_path / name
+        dirs[name].mkdir()
+        (dirs[name] / "model_new.py").write_text(name)
+
+    def judge_one(name):
+        return judge.evaluate(
+            task, dirs[name], timing=True, device_slot=lambda: slots.hold(timed=True)
+        )
+
+    with ThreadPoolExecutor(2) as pool:
+        slow = pool.submit(judge_one, "slow")
+        while not slot_holders_while_building and not slow.done():
+            time.sleep(0.01)
+        assert not slow.done(), slow.result()
+        quick = pool.submit(judge_one, "quick").result(timeout=30)
+        assert not slow.done()  # still building: the quick one went through the only slot
+        release.set()
+        slow = slow.result(timeout=30)
+    assert slot_holders_while_building == [0]
+    assert quick.correct and slow.correct
+    assert quick.stage_times_s["wait.slot"] < 5 and quick.waited_s() < 5

@@ -1,17 +1,17 @@
 """JudgeClient: the env's and the tools' one door to the judge (device, GPU placement, slots).
 
 The env and its tools never reach the execution layer (`cuda_gym.runtime`) themselves: they ask a
-judge client to build or evaluate, and the client resolves the device, places the call on a GPU
-and holds one of the process-wide judge slots while the call runs. Anything with the same five
-members (`device`, `device_name`, `slot`, `build`, `evaluate`) can stand in for it, e.g. a
-scripted judge in tests (`tests/fakes.py`): `CudaKernelEnv(judge=ScriptedJudge(...))`.
+judge client to build or evaluate, and the client resolves the device, builds under one of the
+process's build slots, then places the call on a GPU and holds one of the process-wide judge
+slots for its device phase. Anything with the same four members (`device`, `device_name`,
+`build`, `evaluate`) can stand in for it, e.g. a scripted judge in tests (`tests/fakes.py`):
+`CudaKernelEnv(judge=ScriptedJudge(...))`. The seconds a call waited for slots are in its result
+(`BuildResult.wait_s`, `Verdict.waited_s()`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol, runtime_checkable
 
 from cuda_gym.judge.config import JudgeConfig
@@ -28,10 +28,6 @@ class JudgeLike(Protocol):
 
     device: str
     device_name: str
-
-    def slot(self, *, timed: bool) -> AbstractContextManager[float]:
-        """Hold a judge slot for the block; yield the seconds waited for it."""
-        ...
 
     def build(self, solution_dir: str | os.PathLike) -> BuildResult:
         """Build the workspace's kernels/."""
@@ -85,14 +81,8 @@ class JudgeClient:
         """The GPU or CPU model the judge runs on."""
         return self.judge.info.name
 
-    @contextmanager
-    def slot(self, *, timed: bool) -> Iterator[float]:
-        """Hold a timed or untimed judge slot for the block; yield the seconds waited."""
-        with self.slots.hold(timed=timed) as waited:
-            yield waited
-
     def build(self, solution_dir: str | os.PathLike) -> BuildResult:
-        """Build the workspace's kernels/ (the caller holds a slot)."""
+        """Build the workspace's kernels/ (under a build slot; no device slot)."""
         return self.judge.build(solution_dir)
 
     def evaluate(
@@ -103,5 +93,14 @@ class JudgeClient:
         timing: bool = True,
         profile: bool = False,
     ) -> Verdict:
-        """Judge the workspace against the task (the caller holds a slot)."""
-        return self.judge.evaluate(task, solution_dir, timing=timing, profile=profile)
+        """Judge the workspace against the task; its device phase holds a judge slot.
+
+        The slot is a timed one when `timing`, else an untimed one.
+        """
+
+        def device_slot():
+            return self.slots.hold(timed=timing)
+
+        return self.judge.evaluate(
+            task, solution_dir, timing=timing, profile=profile, device_slot=device_slot
+        )

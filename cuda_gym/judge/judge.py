@@ -23,6 +23,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from cuda_gym.errors import WorkerError, is_out_of_memory
@@ -53,7 +55,7 @@ from cuda_gym.judge.verdict import (
 from cuda_gym.runtime import python_child_env, run_process
 from cuda_gym.runtime.process import Pause
 from cuda_gym.runtime.sandbox import GiB, check_support
-from cuda_gym.runtime.slots import current_gpu
+from cuda_gym.runtime.slots import build_slot, current_gpu
 from cuda_gym.runtime.zygote import shared_launcher
 from cuda_gym.tasks import Task
 
@@ -79,6 +81,8 @@ _PROBE_LOCKS: dict[str, threading.Lock] = {}
 _PROBE_LOCKS_GUARD = threading.Lock()
 # Baselines that could not be timed, by key: not retried by every judgement of this process.
 _BASELINE_FAILURES: dict[str, dict] = {}
+# Entered around a judgement's device phase (after its builds); yields the seconds it waited.
+DeviceSlot = Callable[[], AbstractContextManager[float]]
 
 
 class Judge:
@@ -97,10 +101,11 @@ class Judge:
     # -- public API -------------------------------------------------------------------------
 
     def build(self, solution_dir: str | os.PathLike) -> BuildResult:
-        """Build `solution_dir/kernels` (a snapshot is taken first)."""
-        with tempfile.TemporaryDirectory(prefix="cuda_gym_build_") as tmp:
+        """Build `solution_dir/kernels` (a snapshot is taken first), under a build slot."""
+        with tempfile.TemporaryDirectory(prefix="cuda_gym_build_") as tmp, build_slot() as waited:
             snap = _snapshot(Path(solution_dir), Path(tmp))
-            return build_kernels(snap / KERNELS_DIR, self.config, self.info.arch)
+            build = build_kernels(snap / KERNELS_DIR, self.config, self.info.arch)
+            return dataclasses.replace(build, wait_s=waited)
 
     def evaluate(
         self,
@@ -109,6 +114,7 @@ class Judge:
         *,
         timing: bool = True,
         profile: bool = False,
+        device_slot: DeviceSlot | None = None,
     ) -> Verdict:
         """Judge the solution in `solution_dir` (model_new.py + kernels/) against `task`.
 
@@ -117,12 +123,17 @@ class Judge:
             solution_dir: Directory holding `model_new.py` and optionally `kernels/`.
             timing: Time the candidate and the baselines and compute speedups.
             profile: Also return a table of the candidate's top kernels/operators.
+            device_slot: Entered once the solution is built, around the device phase (e.g. a
+                `JudgeSlots.hold`): builds never hold it. Its waits are in `stage_times_s`
+                ("wait.build", "wait.slot").
 
         Returns:
             The Verdict. Failures of the candidate are in the verdict; only infrastructure
             failures raise (WorkerError).
         """
-        return self._evaluate(task, Path(solution_dir), timing=timing, profile=profile)
+        return self._evaluate(
+            task, Path(solution_dir), timing=timing, profile=profile, device_slot=device_slot
+        )
 
     def evaluate_reference_as_candidate(self, task: Task, *, timing: bool = True) -> Verdict:
         """Sanity run: judge the task's own `Model` as if it were the candidate.
@@ -143,7 +154,13 @@ class Judge:
         return self._evaluate(task, None, timing=timing, profile=False)
 
     def _evaluate(
-        self, task: Task, solution_dir: Path | None, *, timing: bool, profile: bool
+        self,
+        task: Task,
+        solution_dir: Path | None,
+        *,
+        timing: bool,
+        profile: bool,
+        device_slot: DeviceSlot | None = None,
     ) -> Verdict:
         """Judge `solution_dir`, or with None the task's reference as its own candidate."""
         start = time.monotonic()
@@ -175,6 +192,7 @@ class Judge:
                 timing=timing,
                 profile=profile,
                 reference_as_candidate=reference_as_candidate,
+                device_slot=device_slot,
             )
         if verdict.violations:
             verdict.correct = False
@@ -295,24 +313,67 @@ class Judge:
         timing: bool,
         profile: bool,
         reference_as_candidate: bool = False,
+        device_slot: DeviceSlot | None = None,
     ) -> None:
-        """Static checks, build, probe, then the trusted driver; fills `verdict`."""
-        cfg = self.config
+        """Builds under a build slot, then the device phase under `device_slot`; fills `verdict`.
+
+        The device phase is the probe, the trusted driver and the baselines.
+        """
+        with build_slot() as waited:
+            verdict.stage_times_s["wait.build"] = waited
+            built = self._build_all(snap, tmp, verdict, reference_as_candidate)
+        if built is None:
+            return
+        with device_slot() if device_slot is not None else nullcontext(0.0) as waited:
+            verdict.stage_times_s["wait.slot"] = waited
+            self._judge_on_device(
+                task,
+                snap,
+                tmp,
+                verdict,
+                *built,
+                timing=timing,
+                profile=profile,
+                reference_as_candidate=reference_as_candidate,
+            )
+
+    def _build_all(
+        self, snap: Path, tmp: Path, verdict: Verdict, reference_as_candidate: bool
+    ) -> tuple[str, BuildResult, InlineBuild] | None:
+        """Static checks, kernels/ and the extensions model_new.py builds; None on failure."""
         prepared = self._static_and_build(snap, verdict, reference_as_candidate)
         if prepared is None:
-            return
+            return None
         source, build = prepared
         inline = InlineBuild()
         if not reference_as_candidate and builds_extensions(source):
             verdict.stage = "build"
             work = tmp / f"inline-{secrets.token_hex(8)}"
-            inline = build_inline(snap, source, cfg, self.info.arch, work)
+            inline = build_inline(snap, source, self.config, self.info.arch, work)
             verdict.stage_times_s["build.inline"] = inline.duration_s
             if inline.error is not None:
                 verdict.compiled = False
                 verdict.error = "Build failed (the torch extensions model_new.py builds):\n"
                 verdict.error += inline.error
-                return
+                return None
+        return source, build, inline
+
+    def _judge_on_device(
+        self,
+        task: Task,
+        snap: Path,
+        tmp: Path,
+        verdict: Verdict,
+        source: str,
+        build: BuildResult,
+        inline: InlineBuild,
+        *,
+        timing: bool,
+        profile: bool,
+        reference_as_candidate: bool,
+    ) -> None:
+        """Probe, the trusted driver and the baselines, for a built solution."""
+        cfg = self.config
         # The build stage could not import model_new.py: the runner compiles what is missing.
         compile_in_runner = builds_extensions(source) and not inline.complete
         if compile_in_runner and not reference_as_candidate:

@@ -91,11 +91,11 @@ def prepare_task(client: JudgeClient, task: Task) -> TaskPreparation:
     prep = TaskPreparation(task.task_id)
     try:
         run: dict = {}
-        with client.slot(timed=False):
+        with client.slots.hold(timed=False):
             judge.probe_task(task, run)
         prep.probed = bool(run)  # filled only when the probe ran now
         timed: dict = {}
-        with client.slot(timed=True):
+        with client.slots.hold(timed=True):
             baselines = judge.task_baselines(task, run=timed)
         prep.baselined = bool(timed)
         if not has_baselines(baselines, config.baselines):

@@ -225,6 +225,7 @@ class BuildResult:
         duration_s: Wall-clock seconds spent, near zero for a cache hit.
         cached: True when an identical build was reused.
         sources: Relative paths of the compiled sources.
+        wait_s: Seconds spent waiting for a build slot before building.
     """
 
     ok: bool
@@ -234,6 +235,7 @@ class BuildResult:
     duration_s: float = 0.0
     cached: bool = False
     sources: tuple[str, ...] = ()
+    wait_s: float = 0.0
 
 
 @dataclass
@@ -264,7 +266,8 @@ class Verdict:
         profile_table: Top kernels/operators by device time, when profiled.
         details: Per-trial mismatch notes and other diagnostics.
         duration_s: Wall-clock seconds of the whole evaluation.
-        stage_times_s: Wall-clock seconds per step: "build", "candidate", "reference".
+        stage_times_s: Wall-clock seconds per step: "build", "candidate", "reference"; the
+            waits for a build slot and a device slot are "wait.build" and "wait.slot".
     """
 
     compiled: bool = False
@@ -293,6 +296,10 @@ class Verdict:
     details: list[str] = field(default_factory=list)
     duration_s: float = 0.0
     stage_times_s: dict[str, float] = field(default_factory=dict)
+
+    def waited_s(self) -> float:
+        """Seconds this judgement waited for build and device slots in this process."""
+        return sum(s for k, s in self.stage_times_s.items() if k.startswith("wait."))
 
     def has_violation(self, *kinds: ViolationKind) -> bool:
         """Whether an entry of `violations` is of one of `kinds`."""

@@ -1,5 +1,9 @@
 """JudgeSlots: a process-wide bound on concurrent judge calls, shared by every env in a process.
 
+A judgement holds a slot only for its device phase (probe, correctness, timing): its static
+checks and builds come first, bounded by `build_slot` (one build per usable CPU core), so a
+judgement compiling for a minute keeps no device slot from the ones ready to run.
+
 Timed judgements (`profile`, `submit`, judging on truncation) take one of a few timed slots per
 GPU (per core on the CPU); untimed judge calls (`compile`, `run`) one of the untimed slots. A slot
 bounds how many judgements of this process share a device; it is not what keeps timings apart:
@@ -64,8 +68,30 @@ def default_slot_sizes(device: str, gpu_count: int = 1) -> SlotSizes:
         gpus = max(1, gpu_count)
         return SlotSizes(timed=TIMED_SLOTS_PER_GPU * gpus, untimed=UNTIMED_SLOTS_PER_GPU * gpus)
     # On the CPU a judgement's children use the cores themselves: keep roughly one per core.
-    cores = max(1, os.cpu_count() or 1)
+    cores = usable_cores()
     return SlotSizes(timed=cores, untimed=cores)
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+_BUILDS = threading.BoundedSemaphore(usable_cores())
+
+
+@contextmanager
+def build_slot() -> Iterator[float]:
+    """Hold one of the process's build slots (one per usable core); yield the seconds waited."""
+    start = time.monotonic()
+    _BUILDS.acquire()
+    try:
+        yield time.monotonic() - start
+    finally:
+        _BUILDS.release()
 
 
 _CURRENT_GPU: ContextVar[str | None] = ContextVar("cuda_gym_current_gpu", default=None)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,13 +35,6 @@ class ToolContext:
     judge: JudgeLike
     skills: dict[str, Skill]
     max_output_chars: int = 16_000
-
-    @contextmanager
-    def judge_slot(self, *, timed: bool, data: dict) -> Iterator[None]:
-        """Hold a judge slot for the block; record the seconds waited as `data["judge_wait_s"]`."""
-        with self.judge.slot(timed=timed) as waited:
-            data["judge_wait_s"] = round(waited, 4)
-            yield
 
 
 @dataclass

@@ -8,9 +8,7 @@ from cuda_gym.tools.report import build_text
 
 def compile_kernels(ctx: ToolContext, args: dict) -> ToolResult:
     """Build the workspace's kernels and report the compiler's first errors."""
-    slot: dict = {}
-    with ctx.judge_slot(timed=False, data=slot):
-        build = ctx.judge.build(ctx.workspace.root)
+    build = ctx.judge.build(ctx.workspace.root)
     return ToolResult(
         "compile",
         ok=build.ok,
@@ -21,8 +19,8 @@ def compile_kernels(ctx: ToolContext, args: dict) -> ToolResult:
             "duration_s": build.duration_s,
             "sources": list(build.sources),
             "errors": build.errors,
-        }
-        | slot,
+            "judge_wait_s": round(build.wait_s, 4),
+        },
     )
 
 

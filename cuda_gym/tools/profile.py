@@ -11,9 +11,8 @@ def profile_candidate(ctx: ToolContext, args: dict) -> ToolResult:
     """Time the candidate and the baselines and list its top kernels."""
     note_data: dict = {}
     note = restore_note(ctx, note_data)
-    slot: dict = {}
-    with ctx.judge_slot(timed=True, data=slot):
-        verdict = ctx.judge.evaluate(ctx.task, ctx.workspace.root, timing=True, profile=True)
+    verdict = ctx.judge.evaluate(ctx.task, ctx.workspace.root, timing=True, profile=True)
+    slot = {"judge_wait_s": round(verdict.waited_s(), 4)}
     parts = [note + correctness_text(verdict, str(ctx.workspace.root))]
     if verdict.stage == "done":
         parts.append(timing_text(verdict))

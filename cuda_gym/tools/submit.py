@@ -11,9 +11,8 @@ def submit(ctx: ToolContext, args: dict) -> ToolResult:
     """Judge the workspace as it stands and end the episode."""
     note_data: dict = {}
     note = restore_note(ctx, note_data)
-    slot: dict = {}
-    with ctx.judge_slot(timed=True, data=slot):
-        verdict = ctx.judge.evaluate(ctx.task, ctx.workspace.root, timing=True)
+    verdict = ctx.judge.evaluate(ctx.task, ctx.workspace.root, timing=True)
+    slot = {"judge_wait_s": round(verdict.waited_s(), 4)}
     parts = [
         "Submitted. Final judgement:",
         note + correctness_text(verdict, str(ctx.workspace.root)),

@@ -39,9 +39,8 @@ def run_candidate(ctx: ToolContext, args: dict) -> ToolResult:
     """Check correctness only (no timing)."""
     note_data: dict = {}
     note = restore_note(ctx, note_data)
-    slot: dict = {}
-    with ctx.judge_slot(timed=False, data=slot):
-        verdict = ctx.judge.evaluate(ctx.task, ctx.workspace.root, timing=False)
+    verdict = ctx.judge.evaluate(ctx.task, ctx.workspace.root, timing=False)
+    slot = {"judge_wait_s": round(verdict.waited_s(), 4)}
     data = judge_data(verdict) | {"restored_files": note_data["restored_files"]} | slot
     return ToolResult(
         "run",

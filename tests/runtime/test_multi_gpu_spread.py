@@ -32,7 +32,11 @@ class Recorder:
         self.max_running_on_gpu = Counter()
         self.calls = Counter()
 
-    def __call__(self, judge, task, files, timing, profile):
+    def __call__(self, judge, task, files, timing, profile, device_slot):
+        with device_slot():
+            return self._judge(timing)
+
+    def _judge(self, timing):
         gpu = current_gpu()
         with self.lock:
             self.calls[gpu] += 1
