@@ -66,7 +66,8 @@ def scripts(device: str) -> dict[str, list[str]]:
     """The replies of each kind of rollout, one per turn (one tool call each), then "Done."."""
     def writes(buggy):
         files = kernel_files(device, buggy)
-        order = sorted(files, key=lambda p: (p == "model_new.py", p))
+        # The bugged file first: later turns tell a buggy rollout by the mark in its first write.
+        order = sorted(files, key=lambda p: (p == "model_new.py", BUG_MARK not in files[p], p))
         return [call("write_file", path=p, content=files[p]) for p in order]
 
     return {
