@@ -19,6 +19,7 @@ blocking form. A judgement that the infrastructure could not finish (a worker th
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 import threading
@@ -114,9 +115,7 @@ class LocalJudgeService:
 
     def _run(self, task: Task, files: dict[str, bytes], timing: bool, profile: bool) -> Verdict:
         # The slot is held from the build's end: builds are bounded by the CPU's build slots.
-        def device_slot():
-            return self._slots.hold(timed=timing)
-
+        device_slot = functools.partial(self._slots.hold, timed=timing)
         return judge_files(self._judge(), task, files, timing, profile, device_slot)
 
     def submit(

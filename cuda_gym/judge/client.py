@@ -11,6 +11,7 @@ slots for its device phase. Anything with the same four members (`device`, `devi
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Protocol, runtime_checkable
 
@@ -97,10 +98,7 @@ class JudgeClient:
 
         The slot is a timed one when `timing`, else an untimed one.
         """
-
-        def device_slot():
-            return self.slots.hold(timed=timing)
-
+        device_slot = functools.partial(self.slots.hold, timed=timing)
         return self.judge.evaluate(
             task, solution_dir, timing=timing, profile=profile, device_slot=device_slot
         )

@@ -12,14 +12,13 @@ def profile_candidate(ctx: ToolContext, args: dict) -> ToolResult:
     note_data: dict = {}
     note = restore_note(ctx, note_data)
     verdict = ctx.judge.evaluate(ctx.task, ctx.workspace.root, timing=True, profile=True)
-    slot = {"judge_wait_s": round(verdict.waited_s(), 4)}
     parts = [note + correctness_text(verdict, str(ctx.workspace.root))]
     if verdict.stage == "done":
         parts.append(timing_text(verdict))
         if verdict.profile_table:
             parts.append("Top kernels/operators of the candidate:\n" + verdict.profile_table)
         parts.append(reward_text(verdict))
-    data = judge_data(verdict) | {"restored_files": note_data["restored_files"]} | slot
+    data = judge_data(verdict) | {"restored_files": note_data["restored_files"]}
     return ToolResult(
         "profile",
         ok=verdict.correct,

@@ -12,7 +12,6 @@ def submit(ctx: ToolContext, args: dict) -> ToolResult:
     note_data: dict = {}
     note = restore_note(ctx, note_data)
     verdict = ctx.judge.evaluate(ctx.task, ctx.workspace.root, timing=True)
-    slot = {"judge_wait_s": round(verdict.waited_s(), 4)}
     parts = [
         "Submitted. Final judgement:",
         note + correctness_text(verdict, str(ctx.workspace.root)),
@@ -20,7 +19,7 @@ def submit(ctx: ToolContext, args: dict) -> ToolResult:
     if verdict.stage == "done":
         parts.append(timing_text(verdict))
     parts.append(reward_text(verdict))
-    data = judge_data(verdict) | {"restored_files": note_data["restored_files"]} | slot
+    data = judge_data(verdict) | {"restored_files": note_data["restored_files"]}
     return ToolResult(
         "submit",
         ok=verdict.correct,

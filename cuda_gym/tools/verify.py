@@ -22,6 +22,7 @@ def judge_data(verdict) -> dict:
         "error": verdict.error,
         "build_cached": verdict.build.cached if verdict.build is not None else None,
         "stage_times_s": dict(verdict.stage_times_s),
+        "judge_wait_s": round(verdict.waited_s(), 4),
         "restored_files": [],
     }
 
@@ -40,8 +41,7 @@ def run_candidate(ctx: ToolContext, args: dict) -> ToolResult:
     note_data: dict = {}
     note = restore_note(ctx, note_data)
     verdict = ctx.judge.evaluate(ctx.task, ctx.workspace.root, timing=False)
-    slot = {"judge_wait_s": round(verdict.waited_s(), 4)}
-    data = judge_data(verdict) | {"restored_files": note_data["restored_files"]} | slot
+    data = judge_data(verdict) | {"restored_files": note_data["restored_files"]}
     return ToolResult(
         "run",
         ok=verdict.correct,
