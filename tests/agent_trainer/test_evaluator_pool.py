@@ -8,6 +8,7 @@ its episode with the penalty and an infrastructure error after the start timeout
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,20 @@ def training_group():
     yield group
     remove_placement_group(group)
     ray.shutdown()
+
+
+def wait_until_dead(handle, timeout_s=60.0):
+    """Return once calls to the killed actor fail."""
+    from ray.exceptions import RayActorError
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get(handle.__ray_ready__.remote(), timeout=timeout_s)
+        except RayActorError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the killed actor still answers after {timeout_s:g} s")
 
 
 @ray.remote
@@ -101,6 +116,7 @@ def test_an_env_actor_that_cannot_start_ends_the_episode_with_the_penalty(traini
     env = RayEnv(ENV_ID, {}, num_gpus=0.25, start_timeout_s=60.0)
     env.reset(seed=0)
     ray.kill(env.handle)
+    wait_until_dead(env.handle)  # ray.kill is asynchronous: a step sent at once may still run
     with pytest.raises(EvaluatorError, match="env actor died during step"):
         env.step("submit")
     env.close()
