@@ -20,15 +20,27 @@ TEST_JUDGE = JudgeConfig(device="cpu", timed_runs=5, warmup_runs=1, run_timeout_
 
 @pytest.fixture(scope="session", autouse=True)
 def private_cache(tmp_path_factory):
-    """Every build and baseline of this session goes to a fresh cache directory."""
-    path = tmp_path_factory.mktemp("cuda_gym_cache")
-    old = os.environ.get("CUDA_GYM_CACHE")
+    """Every build and baseline of this run goes to a fresh cache directory.
+
+    Under pytest-xdist (`-n N`) the workers share one cache (the judge's cache is safe for
+    concurrent processes), so a task's probe and baselines are still made once per run; each
+    worker gets its own device gates, so tests in different workers never wait for each other.
+    """
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    path = shared / "cuda_gym_cache"
+    path.mkdir(exist_ok=True)
+    gates = base / "cuda_gym_gates"
+    gates.mkdir(exist_ok=True)
+    saved = {name: os.environ.get(name) for name in ("CUDA_GYM_CACHE", "CUDA_GYM_GATE_DIR")}
     os.environ["CUDA_GYM_CACHE"] = str(path)
+    os.environ["CUDA_GYM_GATE_DIR"] = str(gates)
     yield path
-    if old is None:
-        os.environ.pop("CUDA_GYM_CACHE", None)
-    else:
-        os.environ["CUDA_GYM_CACHE"] = old
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def _cuda_available() -> bool:
