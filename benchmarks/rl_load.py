@@ -212,9 +212,15 @@ def leftovers(since: float) -> dict:
 
 
 def judge_batch(
-    config: JudgeConfig, batch: list[Sample], concurrency: int, budget_s: float | None = None
+    config: JudgeConfig,
+    batch: list[Sample],
+    concurrency: int,
+    budget_s: float | None = None,
+    timed_slots: int | None = None,
 ) -> dict:
     """Judge `batch` with `concurrency` judgements in flight; per-sample records and timings.
+
+    `timed_slots` replaces the device's default number of timed judge slots.
 
     With `budget_s`, no sample is submitted after that many seconds (those in flight finish);
     the records then cover the submitted samples only.
@@ -229,7 +235,8 @@ def judge_batch(
     started = time.monotonic()
     with (
         GpuSampler(config.device) as gpu,
-        make_service("local", config, workers=concurrency, max_pending=concurrency) as service,
+        make_service("local", config, workers=concurrency, max_pending=concurrency,
+                     timed_slots=timed_slots) as service,
     ):
         futures = []
         for sample in batch:
@@ -431,6 +438,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--isolation-style", default="plain", choices=STYLES)
     p.add_argument("--work-dir", help="where the cache directories go (default: $TMPDIR)")
     p.add_argument("--keep-cache", action="store_true", help="keep the caches after the run")
+    p.add_argument(
+        "--timed-slots", type=int, help="timed judge slots (default: 8 per GPU, 1 per CPU core)"
+    )
     p.add_argument("--run-timeout-s", type=float, help="JudgeConfig.run_timeout_s")
     p.add_argument("--timed-runs", type=int, help="JudgeConfig.timed_runs")
     p.add_argument("--warmup-runs", type=int, help="JudgeConfig.warmup_runs")
@@ -486,6 +496,7 @@ def main(argv: list[str] | None = None) -> dict:
     }
     config = judge_config(args, device, work / "warm")
     report["judge_config"] = {k: str(v) for k, v in vars(config).items() if k != "cache_dir"}
+    report["timed_slots"] = args.timed_slots or "default"
 
     def batch_for(salt: str) -> list[Sample]:
         styles = tuple(args.styles)
@@ -496,7 +507,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.warm:
         use_cache(work / "warm")
         batch = batch_for("warm")
-        priming = judge_batch(config, batch, max(args.levels or [8]))
+        priming = judge_batch(config, batch, max(args.levels or [8]), None, args.timed_slots)
         report["priming_s"] = round(priming["elapsed_s"], 2)
     for level in args.levels:
         if not args.warm:
@@ -504,7 +515,8 @@ def main(argv: list[str] | None = None) -> dict:
             use_cache(config.cache_dir)
             batch = batch_for(f"level{level}")
         since = time.time()
-        summary = summarise(level, batch, judge_batch(config, batch, level, args.budget_s))
+        judged = judge_batch(config, batch, level, args.budget_s, args.timed_slots)
+        summary = summarise(level, batch, judged)
         summary["leftovers"] = leftovers(since)
         close_shared_launchers()
         time.sleep(1.0)  # let the zygotes' process groups exit

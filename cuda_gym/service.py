@@ -30,7 +30,7 @@ from cuda_gym.errors import ConfigError, WorkerError
 from cuda_gym.judge import Judge, JudgeConfig, Verdict
 from cuda_gym.judge.device import judge_gpus
 from cuda_gym.judge.judge import DeviceSlot, wait_for_background_work
-from cuda_gym.runtime.slots import default_slot_sizes, judge_slots
+from cuda_gym.runtime.slots import SlotSizes, default_slot_sizes, judge_slots
 from cuda_gym.tasks import Task
 
 BACKENDS = ("local", "ray")
@@ -93,19 +93,24 @@ class LocalJudgeService:
 
     Judgements take the process-wide judge slots (`cuda_gym.runtime.slots`) that envs use too:
     a judgement holds one from the end of its build to its verdict, placed on a GPU.
+    `timed_slots` replaces the device's default number of timed slots (8 per GPU, one per core
+    on the CPU); envs of this process with other slot sizes do not share these slots.
     """
 
-    def __init__(self, config: JudgeConfig, workers: int = 1, max_pending: int | None = None):
+    def __init__(self, config: JudgeConfig, workers: int = 1, max_pending: int | None = None,
+                 timed_slots: int | None = None):
         if workers < 1:
             raise ConfigError(f"workers must be at least 1, got {workers}")
+        gpus = judge_gpus(config.device)
+        sizes = default_slot_sizes(config.device, gpu_count=max(1, len(gpus)))
+        if timed_slots is not None:
+            sizes = SlotSizes(timed=timed_slots, untimed=sizes.untimed)
+        self._slots = judge_slots(config.device, sizes, gpus)
         self.config = config
         self.workers = workers
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="cuda_gym_judge")
         self._bound = _Bounded(max_pending or 4 * workers)
         self._local = threading.local()
-        gpus = judge_gpus(config.device)
-        sizes = default_slot_sizes(config.device, gpu_count=max(1, len(gpus)))
-        self._slots = judge_slots(config.device, sizes, gpus)
 
     def _judge(self) -> Judge:
         judge = getattr(self._local, "judge", None)
@@ -265,10 +270,13 @@ def make_service(
     max_pending: int | None = None,
     **kw,
 ) -> LocalJudgeService | RayJudgeService:
-    """A judge service: backend "local" (threads here) or "ray" (actors on a Ray cluster)."""
+    """A judge service: backend "local" (threads here) or "ray" (actors on a Ray cluster).
+
+    `kw` goes to the backend's class (`timed_slots` for "local"; see RayJudgeService for "ray").
+    """
     config = config or JudgeConfig()
     if backend == "local":
-        return LocalJudgeService(config, workers, max_pending)
+        return LocalJudgeService(config, workers, max_pending, **kw)
     if backend == "ray":
         return RayJudgeService(config, workers, max_pending, **kw)
     raise ConfigError(f"backend must be one of {BACKENDS}, got {backend!r}")

@@ -115,3 +115,10 @@ def test_unknown_backend_and_solution_files(tmp_path):
     (tmp_path / "model_new.py").write_text("x = 1\n")
     (tmp_path / "kernels" / "a.cpp").write_text("int a;\n")
     assert solution_files(tmp_path) == {"model_new.py": b"x = 1\n", "kernels/a.cpp": b"int a;\n"}
+
+
+def test_timed_slots_replace_the_default():
+    with make_service("local", CONFIG, timed_slots=3) as svc:
+        assert svc._slots.sizes.timed == 3
+    with pytest.raises(ConfigError, match="at least 1"):
+        make_service("local", CONFIG, timed_slots=0)
