@@ -1,4 +1,8 @@
-"""The step-latency benchmark on the CPU device: one warm-up and one timed episode."""
+"""The step-latency benchmark on the CPU device: one warm-up and one timed episode.
+
+One task here (the benchmark's code is the same for every task; each costs ~3 minutes of the
+slow tier on two cores); `python -m benchmarks.step_latency --device cpu` runs them all.
+"""
 
 import json
 
@@ -9,7 +13,7 @@ from benchmarks.step_latency import STEPS, main
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task_id", SOLVED_TASKS)
+@pytest.mark.parametrize("task_id", SOLVED_TASKS[:1])
 def test_step_latency_report(tmp_path, task_id):
     out = tmp_path / "step_latency.json"
     returned = main(["--device", "cpu", "--tasks", task_id, "--repeats", "1", "--out", str(out)])

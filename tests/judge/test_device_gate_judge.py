@@ -20,9 +20,7 @@ def gated_judge(tmp_path, monkeypatch, **config) -> tuple[Judge, Path]:
     gates = tmp_path / "gates"
     monkeypatch.setenv("CUDA_GYM_GATE_DIR", str(gates))  # the workers inherit it
     write_kernel_only_solution(tmp_path, "cpu")
-    cfg = JudgeConfig(
-        device="cpu", cache_dir=tmp_path / "cache", baselines=("eager",), timed_runs=3, **config
-    )
+    cfg = JudgeConfig(device="cpu", baselines=("eager",), timed_runs=3, **config)  # shared cache
     return Judge(cfg), gates
 
 
