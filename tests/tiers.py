@@ -1,0 +1,64 @@
+"""Run every CPU test tier in turn and print how long each took: what `.ci/run` runs.
+
+    python -m tests.tiers [--only fast slow exploits false_rejections] [--jobs N]
+
+1. fast: `python -m pytest` (setup.cfg selects the fast tier: no compiling, no real judgement).
+2. slow: `python -m pytest -m slow -n N` (C++ builds and real judgements on the CPU), less the
+   two tests that judge a few representative cases of the suites below, which run in full next.
+3. exploits: `python -m benchmarks.exploits --device cpu --jobs N` (every CPU reward-hack case
+   gets the verdict it expects).
+4. false_rejections: `python -m benchmarks.false_rejections --device cpu --jobs N` (every
+   honest case of the corpus is accepted).
+
+Every tier runs even when an earlier one failed; the exit status is 1 if any failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+
+# Judged in full by the suites' own tiers.
+REPRESENTATIVE_TESTS = (
+    "tests/test_exploits.py::test_representative_cpu_cases_match_expectations",
+    "tests/test_false_rejections.py::test_structure_relying_kernels_are_accepted_on_the_cpu",
+)
+TIERS = ("fast", "slow", "exploits", "false_rejections")
+
+
+def command(tier: str, jobs: int) -> list[str]:
+    """The command line of one tier."""
+    python = [sys.executable, "-m"]
+    if tier == "fast":
+        return [*python, "pytest"]
+    if tier == "slow":
+        deselect = [arg for test in REPRESENTATIVE_TESTS for arg in ("--deselect", test)]
+        workers = ["-n", str(jobs)] if jobs > 1 else []
+        return [*python, "pytest", "-m", "slow", *workers, "--durations=15", *deselect]
+    return [*python, f"benchmarks.{tier}", "--device", "cpu", "--jobs", str(jobs)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", choices=TIERS, default=list(TIERS))
+    parser.add_argument("--jobs", type=int, default=2, help="test workers and suite jobs")
+    args = parser.parse_args(argv)
+    results = []
+    for tier in [t for t in TIERS if t in args.only]:
+        argv_ = command(tier, args.jobs)
+        print(f"\n=== tier {tier}: {' '.join(argv_[1:])}", flush=True)
+        start = time.monotonic()
+        code = subprocess.call(argv_)
+        results.append((tier, code, time.monotonic() - start))
+    print("\n=== tiers")
+    for tier, code, seconds in results:
+        status = "passed" if code == 0 else f"FAILED (exit {code})"
+        print(f"{tier:17s} {status:18s} {seconds:7.1f} s")
+    print(f"{'total':17s} {'':18s} {sum(s for *_, s in results):7.1f} s", flush=True)
+    return 0 if all(code == 0 for _, code, _ in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
