@@ -507,7 +507,9 @@ def main(argv: list[str] | None = None) -> dict:
     if args.warm:
         use_cache(work / "warm")
         batch = batch_for("warm")
-        priming = judge_batch(config, batch, max(args.levels or [8]), None, args.timed_slots)
+        priming = judge_batch(
+            config, batch, max(args.levels or [8]), timed_slots=args.timed_slots
+        )
         report["priming_s"] = round(priming["elapsed_s"], 2)
     for level in args.levels:
         if not args.warm:
@@ -515,7 +517,7 @@ def main(argv: list[str] | None = None) -> dict:
             use_cache(config.cache_dir)
             batch = batch_for(f"level{level}")
         since = time.time()
-        judged = judge_batch(config, batch, level, args.budget_s, args.timed_slots)
+        judged = judge_batch(config, batch, level, args.budget_s, timed_slots=args.timed_slots)
         summary = summarise(level, batch, judged)
         summary["leftovers"] = leftovers(since)
         close_shared_launchers()

@@ -30,7 +30,7 @@ from cuda_gym.errors import ConfigError, WorkerError
 from cuda_gym.judge import Judge, JudgeConfig, Verdict
 from cuda_gym.judge.device import judge_gpus
 from cuda_gym.judge.judge import DeviceSlot, wait_for_background_work
-from cuda_gym.runtime.slots import SlotSizes, default_slot_sizes, judge_slots
+from cuda_gym.runtime.slots import default_slot_sizes, judge_slots
 from cuda_gym.tasks import Task
 
 BACKENDS = ("local", "ray")
@@ -102,9 +102,7 @@ class LocalJudgeService:
         if workers < 1:
             raise ConfigError(f"workers must be at least 1, got {workers}")
         gpus = judge_gpus(config.device)
-        sizes = default_slot_sizes(config.device, gpu_count=max(1, len(gpus)))
-        if timed_slots is not None:
-            sizes = SlotSizes(timed=timed_slots, untimed=sizes.untimed)
+        sizes = default_slot_sizes(config.device, max(1, len(gpus)), timed=timed_slots)
         self._slots = judge_slots(config.device, sizes, gpus)
         self.config = config
         self.workers = workers

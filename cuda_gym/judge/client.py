@@ -19,7 +19,7 @@ from cuda_gym.judge.config import JudgeConfig
 from cuda_gym.judge.device import judge_gpus
 from cuda_gym.judge.judge import Judge
 from cuda_gym.judge.verdict import BuildResult, Verdict
-from cuda_gym.runtime.slots import SlotSizes, default_slot_sizes, judge_slots
+from cuda_gym.runtime.slots import default_slot_sizes, judge_slots
 from cuda_gym.tasks import Task
 
 
@@ -66,9 +66,8 @@ class JudgeClient:
         self.device = config.device
         self.judge = Judge(config)
         gpus = judge_gpus(self.device)  # slots place each judge call on one of them
-        default = default_slot_sizes(self.device, gpu_count=max(1, len(gpus)))
-        sizes = SlotSizes(
-            timed=timed_slots or default.timed, untimed=untimed_slots or default.untimed
+        sizes = default_slot_sizes(  # 0 or None: the device's default
+            self.device, max(1, len(gpus)), timed=timed_slots or None, untimed=untimed_slots or None
         )
         self.slots = judge_slots(self.device, sizes, gpus)
 

@@ -57,19 +57,28 @@ class SlotSizes:
             )
 
 
-def default_slot_sizes(device: str, gpu_count: int = 1) -> SlotSizes:
+def default_slot_sizes(
+    device: str, gpu_count: int = 1, timed: int | None = None, untimed: int | None = None
+) -> SlotSizes:
     """Slot sizes from the device: a few judgements per GPU, one per core on the CPU.
 
     Args:
         device: "cuda" or "cpu".
         gpu_count: GPUs the judge's children can use (CUDA only).
+        timed: Timed slots in place of the device's default (None: the default).
+        untimed: Untimed slots in place of the device's default (None: the default).
     """
     if device == "cuda":
         gpus = max(1, gpu_count)
-        return SlotSizes(timed=TIMED_SLOTS_PER_GPU * gpus, untimed=UNTIMED_SLOTS_PER_GPU * gpus)
-    # On the CPU a judgement's children use the cores themselves: keep roughly one per core.
-    cores = usable_cores()
-    return SlotSizes(timed=cores, untimed=cores)
+        default = SlotSizes(timed=TIMED_SLOTS_PER_GPU * gpus, untimed=UNTIMED_SLOTS_PER_GPU * gpus)
+    else:
+        # On the CPU a judgement's children use the cores themselves: roughly one per core.
+        cores = usable_cores()
+        default = SlotSizes(timed=cores, untimed=cores)
+    return SlotSizes(
+        timed=default.timed if timed is None else timed,
+        untimed=default.untimed if untimed is None else untimed,
+    )
 
 
 def usable_cores() -> int:
