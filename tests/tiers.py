@@ -1,6 +1,6 @@
 """Run every CPU test tier in turn and print how long each took: what `.ci/run` runs.
 
-    python -m tests.tiers [--only fast slow exploits false_rejections] [--jobs N]
+    python -m tests.tiers [--only fast slow exploits false_rejections] [--jobs N] [--out FILE]
 
 1. fast: `python -m pytest` (setup.cfg selects the fast tier: no compiling, no real judgement).
 2. slow: `python -m pytest -m slow -n N` (C++ builds and real judgements on the CPU), less the
@@ -10,12 +10,14 @@
 4. false_rejections: `python -m benchmarks.false_rejections --device cpu --jobs N` (every
    honest case of the corpus is accepted).
 
-Every tier runs even when an earlier one failed; the exit status is 1 if any failed.
+Every tier runs even when an earlier one failed; the exit status is 1 if any failed. --out
+writes each tier's exit status and seconds as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
@@ -44,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="+", choices=TIERS, default=list(TIERS))
     parser.add_argument("--jobs", type=int, default=2, help="test workers and suite jobs")
+    parser.add_argument("--out", help="write each tier's exit status and seconds here (JSON)")
     args = parser.parse_args(argv)
     results = []
     for tier in [t for t in TIERS if t in args.only]:
@@ -57,6 +60,14 @@ def main(argv: list[str] | None = None) -> int:
         status = "passed" if code == 0 else f"FAILED (exit {code})"
         print(f"{tier:17s} {status:18s} {seconds:7.1f} s")
     print(f"{'total':17s} {'':18s} {sum(s for *_, s in results):7.1f} s", flush=True)
+    if args.out:
+        summary = {
+            "command": f"python -m tests.tiers --jobs {args.jobs} --only {' '.join(args.only)}",
+            "tiers": {t: {"exit": code, "seconds": round(sec, 1)} for t, code, sec in results},
+            "total_s": round(sum(sec for *_, sec in results), 1),
+        }
+        with open(args.out, "w") as f:
+            f.write(json.dumps(summary, indent=1) + "\n")
     return 0 if all(code == 0 for _, code, _ in results) else 1
 
 
