@@ -19,6 +19,7 @@ def test_each_tier_runs_under_this_python():
         assert argv[:2] == [sys.executable, "-m"]
     assert command("slow", 2)[3:7] == ["-m", "slow", "-n", "2"]
     assert "-n" not in command("slow", 1)
+    assert command("fast", 2)[2:] == ["pytest", "-n", "2"] and command("fast", 1)[2:] == ["pytest"]
     suite = command("exploits", 3)
     assert suite[2:] == ["benchmarks.exploits", "--device", "cpu", "--jobs", "3"]
     importlib.import_module("benchmarks.false_rejections")  # the last tier's suite

@@ -2,7 +2,8 @@
 
     python -m tests.tiers [--only fast slow exploits false_rejections] [--jobs N] [--out FILE]
 
-1. fast: `python -m pytest` (setup.cfg selects the fast tier: no compiling, no real judgement).
+1. fast: `python -m pytest -n N` (setup.cfg selects the fast tier: no compiling, no real
+   judgement).
 2. slow: `python -m pytest -m slow -n N` (C++ builds and real judgements on the CPU), less the
    two tests that judge a few representative cases of the suites below, which run in full next.
 3. exploits: `python -m benchmarks.exploits --device cpu --jobs N` (every CPU reward-hack case
@@ -33,11 +34,11 @@ TIERS = ("fast", "slow", "exploits", "false_rejections")
 def command(tier: str, jobs: int) -> list[str]:
     """The command line of one tier."""
     python = [sys.executable, "-m"]
+    workers = ["-n", str(jobs)] if jobs > 1 else []
     if tier == "fast":
-        return [*python, "pytest"]
+        return [*python, "pytest", *workers]
     if tier == "slow":
         deselect = [arg for test in REPRESENTATIVE_TESTS for arg in ("--deselect", test)]
-        workers = ["-n", str(jobs)] if jobs > 1 else []
         return [*python, "pytest", "-m", "slow", *workers, "--durations=15", *deselect]
     return [*python, f"benchmarks.{tier}", "--device", "cpu", "--jobs", str(jobs)]
 

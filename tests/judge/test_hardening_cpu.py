@@ -1,13 +1,15 @@
 """The hardened judge on the CPU device: exploits are rejected for the right reason."""
 
+import dataclasses
 import re
 
 import pytest
 
 from cuda_gym.demo import MODEL_NEW
-from cuda_gym.judge import Judge, JudgeConfig
+from cuda_gym.judge import Judge
 from cuda_gym.judge.verdict import violation_kind
 from cuda_gym.tasks import builtin_task, task_from_string
+from tests.conftest import TEST_JUDGE
 from tests.judge.exploit_kernels import SOURCE
 from tests.solutions import TASK_ID, model_new_calling
 
@@ -20,8 +22,8 @@ def task():
 
 
 def judge_for(**kwargs):
-    base = dict(device="cpu", timed_runs=4, warmup_runs=1, run_timeout_s=60)
-    return Judge(JudgeConfig(**{**base, **kwargs}))
+    """The tests' judge (its baselines shared with the other CPU tests), with changes."""
+    return Judge(dataclasses.replace(TEST_JUDGE, **kwargs))
 
 
 def exploit(tmp_path, function):

@@ -4,6 +4,7 @@ import pytest
 
 from cuda_gym.judge import Judge, JudgeConfig
 from cuda_gym.tasks import builtin_task
+from tests.conftest import TEST_JUDGE
 from tests.solutions import TASK_ID, write_solution
 
 pytestmark = pytest.mark.slow
@@ -11,7 +12,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def judge():
-    return Judge(JudgeConfig(device="cpu", timed_runs=5, warmup_runs=1, run_timeout_s=60))
+    return Judge(TEST_JUDGE)
 
 
 @pytest.fixture(scope="module")

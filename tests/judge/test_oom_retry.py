@@ -13,11 +13,13 @@ TASK = builtin_task("sigmoid_gated_multiply").for_device("cpu")
 
 
 def judge_running_out(tmp_path, monkeypatch, role: str, times: int, **config):
-    """A judge whose first `times` runs of `role` fail as out of memory; the runs it made."""
+    """A judge whose first `times` runs of `role` fail as out of memory; the runs it made.
+
+    The session's shared cache (task probe and baselines made once per run), except where a
+    test names a cache of its own.
+    """
     write_kernel_only_solution(tmp_path, "cpu")
-    judge = Judge(
-        JudgeConfig(device="cpu", cache_dir=tmp_path / "cache", baselines=("eager",), **config)
-    )
+    judge = Judge(JudgeConfig(device="cpu", baselines=("eager",), timed_runs=3, **config))
     real = Judge._run_worker
     calls = []
 
@@ -57,7 +59,10 @@ def test_without_the_gate_there_is_no_rerun(tmp_path, monkeypatch):
 
 
 def test_the_probe_is_rerun_alone_too(tmp_path, monkeypatch):
-    judge, calls = judge_running_out(tmp_path, monkeypatch, "probe", 1)
+    # A cache of its own: the probe must run, not come from the shared cache.
+    judge, calls = judge_running_out(
+        tmp_path, monkeypatch, "probe", 1, cache_dir=tmp_path / "cache"
+    )
     verdict = judge.evaluate(TASK, tmp_path, timing=False)
     assert verdict.correct, verdict.error
     assert [c for c in calls if c[0] == "probe"] == [("probe", False), ("probe", True)]
@@ -76,8 +81,8 @@ def test_a_forked_worker_that_fails_at_start_is_rerun_the_slow_way(tmp_path, mon
     judge = Judge(
         JudgeConfig(
             device="cpu",
-            cache_dir=tmp_path / "cache",
             baselines=("eager",),
+            timed_runs=3,
             fast_worker_start=True,
         )
     )

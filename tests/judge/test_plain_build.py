@@ -136,7 +136,7 @@ def test_compile_errors_and_missing_entry_points_are_reported(tmp_path):
 @pytest.mark.slow
 def test_a_kernel_only_workspace_is_judged_and_accepted(tmp_path):
     write_kernel_only_solution(tmp_path, "cpu")
-    judge = Judge(JudgeConfig(device="cpu", cache_dir=tmp_path / "cache", baselines=("eager",)))
+    judge = Judge(JudgeConfig(device="cpu", baselines=("eager",), timed_runs=3))  # shared cache
     task = builtin_task("sigmoid_gated_multiply").for_device("cpu")
     verdict = judge.evaluate(task, tmp_path, timing=False)
     assert verdict.compiled and verdict.correct, verdict.error

@@ -10,7 +10,7 @@ from tests.solutions import write_kernel_only_solution
 @pytest.mark.slow
 def test_a_driver_that_runs_out_of_time_is_retried_once(tmp_path, monkeypatch):
     write_kernel_only_solution(tmp_path, "cpu")
-    judge = Judge(JudgeConfig(device="cpu", cache_dir=tmp_path / "cache", baselines=("eager",)))
+    judge = Judge(JudgeConfig(device="cpu", baselines=("eager",), timed_runs=3))  # shared cache
     real = Judge._run_worker
     calls = []
 

@@ -116,6 +116,25 @@ def load_report(out):
 
 
 @pytest.fixture(scope="module")
+def relu_cache(tiny):
+    """A judge cache holding 1_ReLU's load_inline build and probe but no baselines: the tests
+    of baseline sources copy it, so none pays a cold build to learn where a baseline came from."""
+    cache = tiny["root"] / "relu_cache"
+    argv = ["--kernelbench-dir", str(tiny["kb"]), "--levels", "1", "--problems", "1_ReLU"]
+    argv += [*JUDGE_FLAGS, "--solutions-dir", str(tiny["solutions"]), "--baselines", "eager"]
+    out = tiny["root"] / "relu_cache_run"
+    assert main([*argv, "--cache-dir", str(cache), "--out", str(out)]) == 0
+    shutil.rmtree(cache / "baselines")
+    return cache
+
+
+def cache_without_baselines(relu_cache, path):
+    """A copy of `relu_cache` at `path` (its build and probe, no baselines)."""
+    shutil.copytree(relu_cache, path, symlinks=True)
+    return path
+
+
+@pytest.fixture(scope="module")
 def solutions_run(tiny):
     out = tiny["root"] / "solutions_out"
     assert harness(tiny, out, "--solutions-dir", str(tiny["solutions"])) == 0
@@ -354,12 +373,13 @@ def test_reference_as_solution_sanity_run_with_plots(tiny):
     shutil.rmtree(out / "records")
 
 
-def test_shipped_baselines_are_used_unless_refused(tiny, tmp_path, monkeypatch):
+def test_shipped_baselines_are_used_unless_refused(tiny, relu_cache, tmp_path, monkeypatch):
     from benchmarks.kernelbench import baseline_file
 
+    cache = cache_without_baselines(relu_cache, tmp_path / "cache")
     argv = ["--kernelbench-dir", str(tiny["kb"]), "--levels", "1", "--problems", "1_ReLU"]
     argv += [*JUDGE_FLAGS, "--solutions-dir", str(tiny["solutions"])]
-    argv += ["--cache-dir", str(tmp_path / "cache"), "--baselines", "eager"]
+    argv += ["--cache-dir", str(cache), "--baselines", "eager"]
     shipped = tmp_path / "shipped"
     shipped.mkdir()
     write_baselines(shipped / "this_machine.json", tiny["kb"], parse_args([*argv, "--out", "x"]))
@@ -368,7 +388,7 @@ def test_shipped_baselines_are_used_unless_refused(tiny, tmp_path, monkeypatch):
     record = json.loads((tmp_path / "with/records/level1/1_ReLU.json").read_text())
     assert record["time_ms"]["eager"] == BASELINE_MS["level1/1_ReLU"][0]
     # Refused: measured here (a CPU ReLU of 32x256 is nowhere near the made-up time).
-    shutil.rmtree(tmp_path / "cache")
+    shutil.rmtree(cache / "baselines")
     assert main([*argv, "--out", str(tmp_path / "without"), "--no-shipped-baselines"]) == 0
     record = json.loads((tmp_path / "without/records/level1/1_ReLU.json").read_text())
     assert record["time_ms"]["eager"] != BASELINE_MS["level1/1_ReLU"][0]
@@ -388,7 +408,7 @@ def test_the_harness_commit_can_be_named_where_git_cannot_tell_it(monkeypatch):
 
 
 def test_shipped_baselines_measured_under_other_software_are_named_not_silently_ignored(
-    tiny, tmp_path, monkeypatch, caplog
+    tiny, relu_cache, tmp_path, monkeypatch, caplog
 ):
     from benchmarks.kernelbench import baseline_file
 
@@ -407,7 +427,8 @@ def test_shipped_baselines_measured_under_other_software_are_named_not_silently_
     monkeypatch.setattr(baseline_file, "SHIPPED_DIR", shipped)
     out = tmp_path / "run"
     with caplog.at_level("INFO"):
-        assert main([*argv, "--cache-dir", str(tmp_path / "cache"), "--out", str(out)]) == 0
+        cache = cache_without_baselines(relu_cache, tmp_path / "cache")
+        assert main([*argv, "--cache-dir", str(cache), "--out", str(out)]) == 0
     assert "gpu.json: 1 baselines for this GPU model do not apply here (they differ in torch)" in (
         caplog.text
     )
@@ -421,5 +442,6 @@ def test_shipped_baselines_measured_under_other_software_are_named_not_silently_
     # The next invocation knows them.
     caplog.clear()
     with caplog.at_level("INFO"):
-        assert main([*argv, "--cache-dir", str(tmp_path / "cache2"), "--out", str(out)]) == 0
+        cache2 = cache_without_baselines(relu_cache, tmp_path / "cache2")
+        assert main([*argv, "--cache-dir", str(cache2), "--out", str(out)]) == 0
     assert "baselines known for 1 of 1 problems at the start" in caplog.text
