@@ -102,6 +102,7 @@ class Served:
         self.own_calls = 0
         self.expected: list = []  # a baseline's: the reference's outputs on its first inputs
         self.call_s: list[float] = []  # the untimed calls' round trips, seconds
+        self.transport_ms = 0.0  # an empty call's round trip (measure_transport)
 
     def _share(self, message: dict, fds: tuple[int, ...]) -> None:
         self.link.send(message, fds)
@@ -173,17 +174,26 @@ class Served:
         outputs, _ = self._finish(reply)
         return outputs, host_ms, flush_ms
 
-    def round_trip_ms(self, flush) -> tuple[float, float]:
-        """Median (round trip ms, flush ms) of empty calls measured as timed calls are."""
-        trips, flushes = [], []
-        for _ in range(ROUND_TRIP_CALLS):
-            self.calls += 1
-            flushes.append(flush() if flush is not None else 0.0)
-            limit = self._limit()
+    def measure_transport(self, limit_s: float | None) -> None:
+        """Time empty calls into the runner before it loads anything: `transport_ms`.
+
+        The median round trip is subtracted from every timed call. Measured here, while the
+        runner holds no code of the candidate's, nothing in it can stall these calls (a thread
+        holding the GIL, say) to make every timed call look faster by the stall.
+        """
+        trips = []
+        for k in range(ROUND_TRIP_CALLS):
             start = perf_counter()
-            self.link.call({"call_id": self.calls, "kind": "null"}, limit_s=limit)
+            self.link.call({"call_id": -1 - k, "kind": "null"}, limit_s=limit_s)
             trips.append((perf_counter() - start) * 1e3)
-        return statistics.median(trips), statistics.median(flushes)
+        self.transport_ms = statistics.median(trips)
+
+    @staticmethod
+    def flush_alone_ms(flush) -> float:
+        """Median ms of the L2 flush with nothing else running (0 without a flush)."""
+        if flush is None:
+            return 0.0
+        return statistics.median(flush() for _ in range(ROUND_TRIP_CALLS))
 
 
 class Flush:
@@ -284,6 +294,7 @@ class Driver:
             # the device waits for none of it.
             with roles.off_device(self.rep, "runner"):
                 link.wait_started(load_limit_s)
+                served.measure_transport(load_limit_s)
             self.rep.enter(stage)
             ready = link.start(
                 {
@@ -490,7 +501,7 @@ class Driver:
         count = max(MIN_RECHECKS, runs // RECHECK_EVERY) if recheck else 0
         rechecked = set(self.rng.sample(range(runs), min(count, runs)))
         flush = Flush() if self.device == "cuda" else None
-        round_trip, flush_alone = served.round_trip_ms(flush)
+        round_trip, flush_alone = served.transport_ms, served.flush_alone_ms(flush)
         warm_until = perf_counter() + (WARMUP_MIN_S if self.device == "cuda" else 0.0)
         k = 0
         while k < warmup or perf_counter() < warm_until:

@@ -387,9 +387,11 @@ class CallRequest:
     (`ShareBuffers`) and rewritten by the driver before this message.
 
     Attributes:
-        call_id: Increasing number; the reply repeats it.
-        kind: "call" (run forward), "null" (reply at once: the round trip's cost) or "profile"
-            (run forward `profile_runs` times under the profiler, outputs discarded).
+        call_id: Increasing number (the empty calls before the RunnerInit: -1, -2, ...); the
+            reply repeats it.
+        kind: "call" (run forward), "null" (reply at once: the round trip's cost; only
+            before the RunnerInit, while no candidate code is loaded) or "profile" (run
+            forward `profile_runs` times under the profiler, outputs discarded).
         forward_seed: `torch.manual_seed` right before forward (stochastic tasks).
         inputs: The arguments, in order.
         outputs: Where each output goes (the reference's outputs' layout).

@@ -8,9 +8,10 @@ the call that uses it: the driver hands each call's inputs over with the call. I
 JSON whose fields mirror `cuda_gym.judge.protocol` (RunnerReady, CallReply); the driver decodes
 them strictly and trusts none of them: what the runner measures or reports can only reject.
 
-Messages (driver -> runner): RunnerInit, then "share" (CUDA: the driver's input and output
-buffers as two file descriptors of CUDA virtual memory, once per layout; see
-cuda_gym/judge/device_share.py), "call" / "null" / "profile" CallRequests, "exit".
+Messages (driver -> runner): "null" CallRequests (empty calls, before anything is loaded: the
+driver's measure of the round trip), RunnerInit, then "share" (CUDA: the driver's input and
+output buffers as two file descriptors of CUDA virtual memory, once per layout; see
+cuda_gym/judge/device_share.py), "call" / "profile" CallRequests, "exit".
 """
 
 import array
@@ -297,6 +298,18 @@ class _ImportedBuffer:
             self.cuda.cuMemRelease(self.handle.value)
 
 
+
+def empty_reply(call_id: int) -> dict:
+    """A CallReply with nothing in it (an empty call's, and the start of every other)."""
+    return {
+        "call_id": call_id,
+        "error": None,
+        "violations": [],
+        "values": [],
+        "own_calls": 0,
+        "profile_rows": [],
+    }
+
 class Runner:
     """Serves one model: ModelNew from a solution, or a task's own Model for baselines."""
 
@@ -381,19 +394,7 @@ class Runner:
     def call(self, req: dict, fds: list) -> dict:
         """Serve one CallRequest; the CallReply."""
         torch = self.torch
-        reply = {
-            "call_id": req["call_id"],
-            "error": None,
-            "violations": [],
-            "values": [],
-            "own_calls": 0,
-            "profile_rows": [],
-        }
-        if req["kind"] == "null":
-            self._sync()
-            for fd in fds:
-                os.close(fd)
-            return reply
+        reply = empty_reply(req["call_id"])
         if self.device == "cuda":
             for fd in fds:
                 os.close(fd)
@@ -647,6 +648,12 @@ def main() -> None:
     _send(sock, {"started": True})
     runner = Runner(sock)
     init, _ = _receive(sock)
+    # Empty calls before any of the candidate's code is loaded: the driver's measure of the
+    # transport's round trip, which it subtracts from every timed call. Measured later, code of
+    # the candidate's (a thread holding the GIL) could stall them and shrink every timed call.
+    while init is not None and init.get("kind") == "null":
+        _send(sock, empty_reply(init["call_id"]))
+        init, _ = _receive(sock)
     if init is None:
         os._exit(0)
     ready = runner.load(init)
