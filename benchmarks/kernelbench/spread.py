@@ -52,7 +52,7 @@ def stage_seconds(records: list[dict]) -> dict:
             whole = sum(stages.get(s) or 0.0 for s in ("build", "probe", "candidate", "reference"))
             unaccounted += record["wall_s"] - whole
     return {
-        "stage_s_total": {k: round(v, 1) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])},
+        "stage_s_total": {k: round(v, 3) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])},
         "unaccounted_s": round(unaccounted, 1),
     }
 
