@@ -298,7 +298,6 @@ class _ImportedBuffer:
             self.cuda.cuMemRelease(self.handle.value)
 
 
-
 def empty_reply(call_id: int) -> dict:
     """A CallReply with nothing in it (an empty call's, and the start of every other)."""
     return {
@@ -309,6 +308,7 @@ def empty_reply(call_id: int) -> dict:
         "own_calls": 0,
         "profile_rows": [],
     }
+
 
 class Runner:
     """Serves one model: ModelNew from a solution, or a task's own Model for baselines."""
