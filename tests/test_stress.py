@@ -1,4 +1,4 @@
-"""Stress: 16 concurrent CPU episodes, a quarter with crashing or hanging kernels, leave nothing.
+"""Stress: 12 concurrent CPU episodes, a quarter with crashing or hanging kernels, leave nothing.
 
 Every episode writes its files and submits from one of 8 threads sharing the judge slots.
 Good episodes use the demo's C++ kernel; bad ones call `hang`, `segfault` or `underscore_exit`
@@ -91,7 +91,7 @@ def _children_of(pid: int) -> list[int]:
 def test_concurrent_episodes_with_crashes_and_hangs_all_end_and_leave_nothing(
     tmp_path, monkeypatch
 ):
-    n_episodes = int(os.environ.get("CUDA_GYM_STRESS_EPISODES", "16"))
+    n_episodes = int(os.environ.get("CUDA_GYM_STRESS_EPISODES", "12"))
     workspaces, scratch, tmp = tmp_path / "ws", tmp_path / "judge", tmp_path / "tmp"
     for path in (workspaces, scratch, tmp):
         path.mkdir()
