@@ -218,7 +218,8 @@ class TimingStats:
     """One timed function, measured by the trusted driver around each synchronised call.
 
     Attributes:
-        median_ms: The reported time: median host time of a call minus the round trip.
+        median_ms: The reported time: median host time of a call minus the round trip and
+            the handover.
         mean_ms: Mean, same correction.
         min_ms: Fastest call, same correction.
         max_ms: Slowest call, same correction.
@@ -231,6 +232,9 @@ class TimingStats:
         runs: Timed calls.
         warmup_calls: Warm-up calls made before them.
         rechecked_calls: Timed calls whose outputs were compared with the reference.
+        handover_ms: The driver's own median of the handover work inside a call - copying
+            outputs into its slots (CPU: also mapping the call's buffers) - on the same layout
+            (subtracted).
     """
 
     median_ms: float
@@ -246,6 +250,7 @@ class TimingStats:
     runs: int
     warmup_calls: int
     rechecked_calls: int
+    handover_ms: float = 0.0
 
 
 @dataclass

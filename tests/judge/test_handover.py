@@ -32,3 +32,12 @@ def test_a_modified_input_is_reported():
     ins[:4].view(torch.float32).fill_(5.0)
     _, mutated = hand.collect([None])
     assert mutated and torch.equal(x, torch.ones(8))  # the driver's copy stays pristine
+
+
+def test_the_handover_cost_grows_with_the_bytes_handed_over():
+    # The driver's own measure of a call's mapping and output copy, subtracted from timed calls.
+    hand = Handover("cpu", share=None)
+    small = hand.cost_ms([torch.ones(16)], [torch.ones(16)], runs=5)
+    large = hand.cost_ms([torch.ones(1 << 22)], [torch.ones(1 << 22), 2], runs=5)
+    assert 0 < small < large
+    assert hand._fds == []  # nothing left open

@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from cuda_gym.judge.judge import _check_timing_integrity, apply_speed_of_light
@@ -149,3 +150,21 @@ def test_cpu_timer_reports_wall_clock_and_no_side_work():
     assert len(calls) == 5 and index == 0 and out == 1
     assert stats["runs"] == 4 and stats["side_work"] is False
     assert stats["median_ms"] == stats["event_median_ms"] >= 0
+
+
+def test_the_baselines_handover_cost_is_subtracted_from_the_candidates_time():
+    # The candidate's driver does not measure the handover (its process could slow the
+    # driver's copies); the eager baseline's driver did, on the same layout.
+    from cuda_gym.judge.judge import Judge
+
+    v = Verdict(correct=True)
+    eager = {"median_ms": 2.0, "handover_ms": 0.6}
+    Judge._set_speedups(v, _timing(1.6), {"eager": eager, "compile": {"median_ms": 1.0}})
+    assert v.time_ms["candidate"] == pytest.approx(1.0)
+    assert v.speedup_vs_eager == pytest.approx(2.0) and v.speedup_vs_compile == pytest.approx(1.0)
+    assert v.flags["candidate_timing"]["handover_ms"] == 0.6
+    assert v.flags["candidate_timing"]["host_median_ms"] == pytest.approx(1.62)
+    # Records from before the handover was measured: nothing subtracted.
+    old = Verdict(correct=True)
+    Judge._set_speedups(old, _timing(1.6), {"eager": {"median_ms": 2.0}})
+    assert old.time_ms["candidate"] == 1.6
