@@ -83,7 +83,9 @@ def _cuda():
 
 def _check(result: int, what: str) -> None:
     if result != 0:
-        raise DeviceShareError(f"{what} failed with CUDA driver error {result}")
+        # 2 is CUDA_ERROR_OUT_OF_MEMORY: named, so that the judge reruns the worker alone.
+        why = " (out of memory)" if result == 2 else ""
+        raise DeviceShareError(f"{what} failed with CUDA driver error {result}{why}")
 
 
 class _CudaArray:

@@ -106,6 +106,7 @@ class Handover:
         self._pristine: list = []
         self._out_specs: list[dict] = []
         self._device_buffers: list[SharedDeviceBuffer] = []
+        self._in_bytes: int | None = None  # the last prepared call's
 
     def prepare(self, inputs: list, expected: list) -> tuple[dict, tuple[int, ...]]:
         """Write `inputs`, poison the slots shaped like `expected`: (message fields, fds).
@@ -118,6 +119,7 @@ class Handover:
         )
         self._pristine = inputs
         self._out_specs = out_specs
+        self._in_bytes = in_bytes
         fields = {"inputs": in_specs, "outputs": out_specs}
         if self.device == "cuda":
             self._prepare_device(inputs, in_specs, out_specs, in_bytes, out_bytes)
@@ -171,22 +173,19 @@ class Handover:
             if buf is not None:
                 _poison(buf)
 
-    def cost_ms(self, inputs: list, expected: list, runs: int) -> float:
-        """Median ms of the handover work a runner does inside a timed call, done here alone.
+    def cost_ms(self, expected: list, runs: int) -> float:
+        """Median ms of the handover work a runner does inside a call, done here alone.
 
-        The driver's own measure (candidate code cannot touch it) of what every call pays
-        besides forward: on CUDA copying outputs shaped like `expected` into the slots and
-        synchronising; on the CPU mapping fresh input and output buffers, copying the outputs in
-        and unmapping them. Subtracted from each timed call with the round trip.
+        The driver's own measure (no runner takes part) of what every call pays besides
+        forward, on the layout of the last `prepare`: on CUDA copying outputs shaped like
+        `expected` into the slots and synchronising; on the CPU mapping fresh input and output
+        buffers, copying the outputs in and unmapping them. 0 before any `prepare`.
         """
-        out_specs, out_bytes = _layout(
-            [e if isinstance(e, torch.Tensor) else None for e in expected]
-        )
         tensors = [e for e in expected if isinstance(e, torch.Tensor) and e.numel()]
         if self.device == "cuda":
-            self.prepare(inputs, expected)  # the slots of this layout (lent once)
-            self.release()
             slots = [v for v in self._outputs if v is not None and v.numel()]
+            if [s.shape for s in slots] != [t.shape for t in tensors]:
+                return 0.0
             trips = []
             for _ in range(runs):
                 torch.cuda.synchronize()
@@ -196,11 +195,15 @@ class Handover:
                 torch.cuda.synchronize()
                 trips.append((perf_counter() - start) * 1e3)
             return statistics.median(trips)
-        _, in_bytes = _layout(inputs)
+        if self._in_bytes is None:
+            return 0.0
+        out_specs, out_bytes = _layout(
+            [e if isinstance(e, torch.Tensor) else None for e in expected]
+        )
         trips = []
         for _ in range(runs):
             fds = []
-            for size in (in_bytes, out_bytes):
+            for size in (self._in_bytes, out_bytes):
                 fd, buf = _host_buffer(size)
                 if buf is not None:
                     buf.fill_(255)

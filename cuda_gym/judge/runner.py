@@ -286,7 +286,8 @@ class _ImportedBuffer:
     @staticmethod
     def _check(result: int, what: str) -> None:
         if result != 0:
-            raise RuntimeError(f"{what} failed with CUDA driver error {result}")
+            why = " (out of memory)" if result == 2 else ""  # CUDA_ERROR_OUT_OF_MEMORY
+            raise RuntimeError(f"{what} failed with CUDA driver error {result}{why}")
 
     def close(self, torch) -> None:
         self.tensor = None
@@ -391,6 +392,16 @@ class Runner:
         if self.device == "cuda":
             self.torch.cuda.synchronize()
 
+    def _seed(self, seed: int) -> None:
+        """Seed the generators forward can use, as `torch.manual_seed` does.
+
+        In a tenth of its time: it also looks for MPS, XPU and custom devices, ~0.15 ms inside
+        every timed call.
+        """
+        self.torch.random.default_generator.manual_seed(seed)
+        if self.device == "cuda":
+            self.torch.cuda.manual_seed_all(seed)
+
     def call(self, req: dict, fds: list) -> dict:
         """Serve one CallRequest; the CallReply."""
         torch = self.torch
@@ -410,7 +421,7 @@ class Runner:
         threads_before = _thread_ids()
         own_before = self.own_calls.count if self.own_calls else 0
         try:
-            torch.manual_seed(req["forward_seed"])
+            self._seed(req["forward_seed"])
             with torch.no_grad(), self._guard(req.get("count_own_calls", False)):
                 out = self.model(*args)
             self._sync()
