@@ -10,7 +10,7 @@ the difference of the medians (target: at most 0.3 s per judgement, which starts
 worker).
 
     python -m benchmarks.sandbox_overhead --device cpu --repeats 10 \
-        --out benchmarks/results/sandbox_overhead_cpu.json
+        --out FILE.json  (summaries: benchmarks/results/sandbox_overhead.json)
 """
 
 from __future__ import annotations
