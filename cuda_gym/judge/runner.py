@@ -395,8 +395,8 @@ class Runner:
     def _seed(self, seed: int) -> None:
         """Seed the generators forward can use, as `torch.manual_seed` does.
 
-        In a tenth of its time: it also looks for MPS, XPU and custom devices, ~0.15 ms inside
-        every timed call.
+        Faster: it also looks for MPS, XPU and custom devices, inside every timed call
+        (benchmarks/README.md, "Timing fidelity").
         """
         self.torch.random.default_generator.manual_seed(seed)
         if self.device == "cuda":
