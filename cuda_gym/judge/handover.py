@@ -61,14 +61,6 @@ def _host_buffer(size: int) -> tuple[int, torch.Tensor | None]:
     return fd, torch.frombuffer(mmap.mmap(fd, size), dtype=torch.uint8)
 
 
-def _map(fd: int, size: int) -> torch.Tensor | None:
-    """Map a call buffer the way the runner does (populated, shared)."""
-    if size == 0:
-        return None
-    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-    return torch.frombuffer(mmap.mmap(fd, size, flags=flags), dtype=torch.uint8)
-
-
 def _view(buf: torch.Tensor | None, spec: dict) -> torch.Tensor:
     dtype = getattr(torch, spec["dtype"])
     numel = 1
@@ -106,7 +98,6 @@ class Handover:
         self._pristine: list = []
         self._out_specs: list[dict] = []
         self._device_buffers: list[SharedDeviceBuffer] = []
-        self._in_bytes: int | None = None  # the last prepared call's
 
     def prepare(self, inputs: list, expected: list) -> tuple[dict, tuple[int, ...]]:
         """Write `inputs`, poison the slots shaped like `expected`: (message fields, fds).
@@ -119,7 +110,6 @@ class Handover:
         )
         self._pristine = inputs
         self._out_specs = out_specs
-        self._in_bytes = in_bytes
         fields = {"inputs": in_specs, "outputs": out_specs}
         if self.device == "cuda":
             self._prepare_device(inputs, in_specs, out_specs, in_bytes, out_bytes)
@@ -174,49 +164,25 @@ class Handover:
                 _poison(buf)
 
     def cost_ms(self, expected: list, runs: int) -> float:
-        """Median ms of the handover work a runner does inside a call, done here alone.
+        """Median ms of the output handover a runner does inside a call, done here alone.
 
-        The driver's own measure (no runner takes part) of what every call pays besides
-        forward, on the layout of the last `prepare`: on CUDA copying outputs shaped like
-        `expected` into the slots and synchronising; on the CPU mapping fresh input and output
-        buffers, copying the outputs in and unmapping them. 0 before any `prepare`.
+        CUDA: copying outputs shaped like `expected` into the slots of the last `prepare` and
+        synchronising, measured by the driver itself (no runner takes part). 0 on the CPU,
+        where mapping and copying through fresh memfds varies too much with the machine's
+        load for a figure measured by another process to be subtracted, and before `prepare`.
         """
         tensors = [e for e in expected if isinstance(e, torch.Tensor) and e.numel()]
-        if self.device == "cuda":
-            slots = [v for v in self._outputs if v is not None and v.numel()]
-            if [s.shape for s in slots] != [t.shape for t in tensors]:
-                return 0.0
-            trips = []
-            for _ in range(runs):
-                torch.cuda.synchronize()
-                start = perf_counter()
-                for slot, t in zip(slots, tensors):
-                    slot.copy_(t)
-                torch.cuda.synchronize()
-                trips.append((perf_counter() - start) * 1e3)
-            return statistics.median(trips)
-        if self._in_bytes is None:
+        slots = [v for v in self._outputs if v is not None and v.numel()]
+        if self.device != "cuda" or [s.shape for s in slots] != [t.shape for t in tensors]:
             return 0.0
-        out_specs, out_bytes = _layout(
-            [e if isinstance(e, torch.Tensor) else None for e in expected]
-        )
         trips = []
         for _ in range(runs):
-            fds = []
-            for size in (self._in_bytes, out_bytes):
-                fd, buf = _host_buffer(size)
-                if buf is not None:
-                    buf.fill_(255)
-                fds.append((fd, size))
+            torch.cuda.synchronize()
             start = perf_counter()
-            mapped = [_map(fd, size) for fd, size in fds]
-            if mapped[1] is not None:
-                for spec, t in zip((s for s in out_specs if s["dtype"]), tensors):
-                    _view(mapped[1], spec).copy_(t)
-            del mapped
+            for slot, t in zip(slots, tensors):
+                slot.copy_(t)
+            torch.cuda.synchronize()
             trips.append((perf_counter() - start) * 1e3)
-            for fd, _ in fds:
-                os.close(fd)
         return statistics.median(trips)
 
     def collect(self, values: list) -> tuple[list, bool]:

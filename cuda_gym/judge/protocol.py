@@ -232,9 +232,8 @@ class TimingStats:
         runs: Timed calls.
         warmup_calls: Warm-up calls made before them.
         rechecked_calls: Timed calls whose outputs were compared with the reference.
-        handover_ms: The driver's own median of the handover work inside a call - copying
-            outputs into its slots (CPU: also mapping the call's buffers) - on the same layout
-            (subtracted).
+        handover_ms: CUDA: the median time of copying the outputs into the driver's slots,
+            measured by a baseline's driver alone on the same layout (subtracted); 0 on the CPU.
     """
 
     median_ms: float

@@ -34,14 +34,10 @@ def test_a_modified_input_is_reported():
     assert mutated and torch.equal(x, torch.ones(8))  # the driver's copy stays pristine
 
 
-def test_the_handover_cost_grows_with_the_bytes_handed_over():
-    # The driver's own measure of a call's mapping and output copy, subtracted from timed calls.
+def test_no_handover_cost_is_measured_on_the_cpu():
+    # CUDA only: the driver's own copy of the outputs into its slots (tests/gpu).
     hand = Handover("cpu", share=None)
-    assert hand.cost_ms([torch.ones(16)], runs=5) == 0.0  # nothing prepared yet
-    costs = []
-    for n in (16, 1 << 22):
-        hand.prepare([torch.ones(n)], [torch.ones(n)])
-        hand.release()
-        costs.append(hand.cost_ms([torch.ones(n), 2], runs=5))
-    assert 0 < costs[0] < costs[1]
-    assert hand._fds == []  # nothing left open
+    hand.prepare([torch.ones(16)], [torch.ones(16)])
+    hand.release()
+    assert hand.cost_ms([torch.ones(16)], runs=3) == 0.0
+    assert hand._fds == []
