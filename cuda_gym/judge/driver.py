@@ -10,9 +10,11 @@ call:
   (cuda_gym.judge.handover); owns the output buffers, poisoned before each call;
 - computes the reference's outputs and compares (strict mode against float64), checks the
   inputs against its pristine copy, and the repeat of trial 0 for determinism;
-- times each call on the host clock around a synchronised go -> done exchange, minus the
-  median round trip of empty calls measured the same way; warm-up and timed call counts are
-  random, and a random, unannounced subset of timed calls is re-checked against the reference;
+- times each call on the host clock from go to the runner's "done" (forward returned and
+  synchronised), minus the median round trip of empty calls measured the same way, and the
+  rest of the call (checks, outputs handed over) apart, for the judge to compare with the
+  baselines'; warm-up and timed call counts are random, and a random, unannounced subset of
+  timed calls is re-checked against the reference;
 - times the eager and torch.compile baselines through the same path (a runner serving the
   task's own Model), so the comparison is fair.
 
@@ -162,17 +164,18 @@ class Served:
         return outputs, reply
 
     def timed_call(self, inputs: list, expected: list, fseed: int, flush) -> tuple:
-        """One call timed on the host clock: (outputs, host ms, flush ms)."""
+        """One call timed on the host clock: (outputs, host ms, flush ms, finish ms).
+
+        host: from sending the call to the runner's "done" (forward returned and synchronised);
+        finish: from "done" to the reply, the outputs in the driver's slots.
+        """
         self.calls += 1
         fields, fds = self.handover.prepare(inputs, expected)
         message = {"call_id": self.calls, "kind": "call", "forward_seed": fseed, **fields}
         flush_ms = flush() if flush is not None else 0.0
-        limit = self._limit()
-        start = perf_counter()
-        reply = self.link.call(message, fds, limit)
-        host_ms = (perf_counter() - start) * 1e3
+        reply, to_done_s, finish_s = self.link.timed_call(message, fds, self._limit())
         outputs, _ = self._finish(reply)
-        return outputs, host_ms, flush_ms
+        return outputs, to_done_s * 1e3, flush_ms, finish_s * 1e3
 
     def measure_transport(self, limit_s: float | None) -> None:
         """Time empty calls into the runner before it loads anything: `transport_ms`.
@@ -183,9 +186,9 @@ class Served:
         """
         trips = []
         for k in range(ROUND_TRIP_CALLS):
-            start = perf_counter()
-            self.link.call({"call_id": -1 - k, "kind": "null"}, limit_s=limit_s)
-            trips.append((perf_counter() - start) * 1e3)
+            # Timed as a call is timed up to its "done": the reply received, not yet decoded.
+            _, trip_s, _ = self.link.timed_call({"call_id": -1 - k, "kind": "null"}, (), limit_s)
+            trips.append(trip_s * 1e3)
         self.transport_ms = statistics.median(trips)
 
     @staticmethod
@@ -482,18 +485,17 @@ class Driver:
 
     # -- timing ---------------------------------------------------------------------------------
 
-    def _time(
-        self, served: Served, expected: list, recheck: bool, handover: bool = False
-    ) -> tuple[TimingStats, list]:
+    def _time(self, served: Served, expected: list, recheck: bool) -> tuple[TimingStats, list]:
         """Time `served` on fresh inputs per call; (stats, [(inputs, fseed, outputs)] re-checked).
 
         Warm-up and timed call counts are random (at least the configured ones), and so is
         which timed calls are re-checked; nothing in a call tells the runner which it is.
 
-        handover: measure the handover's cost here and subtract it (a baseline's runner, which
-        runs no candidate code). Never while a candidate's process is alive: work it left on
-        the GPU would slow the driver's copies and so shrink every timed call; the judge
-        subtracts the task's eager baseline's figure from the candidate's time instead.
+        Each call is timed up to the runner's "done" (forward returned and synchronised); the
+        time from "done" to the reply (output checks, the outputs copied into the driver's
+        slots) is kept apart as `finish_ms`. A runner that says "done" early and finishes its
+        work while handing over its outputs shows there: the judge charges the candidate's
+        finish beyond its baselines' (cuda_gym.judge.judge).
         """
         req = self.req
         warmup = req.warmup_runs + self.rng.randint(0, max(1, req.warmup_runs))
@@ -516,22 +518,18 @@ class Driver:
             inputs = make_inputs(self.task, seed, self.device, "as_is")
             served.timed_call(inputs, expected, forward_seed(seed), flush)
             k += 1
-        handover_ms = 0.0
-        if handover:
-            # The runner's share of each call that is not forward (handing the outputs over),
-            # measured by the driver alone on the same layout: subtracted with the round trip.
-            handover_ms = served.handover.cost_ms(expected, ROUND_TRIP_CALLS)
-        host, flushes, kept = [], [], []
+        host, flushes, finishes, kept = [], [], [], []
         for n in range(runs):
             seed = secrets.randbits(62)
             inputs = make_inputs(self.task, seed, self.device, "as_is")
             fseed = forward_seed(seed)
-            out, host_ms, flush_ms = served.timed_call(inputs, expected, fseed, flush)
+            out, host_ms, flush_ms, finish_ms = served.timed_call(inputs, expected, fseed, flush)
             host.append(host_ms)
             flushes.append(flush_ms)
+            finishes.append(finish_ms)
             if n in rechecked:
                 kept.append((inputs, fseed, out))
-        work = sorted(max(0.0, h - round_trip - handover_ms) for h in host)
+        work = sorted(max(0.0, h - round_trip) for h in host)
         median = statistics.median(work)
         p10, p90 = work[len(work) // 10], work[(9 * len(work)) // 10]
         flush_excess = statistics.median(flushes) - flush_alone
@@ -543,7 +541,7 @@ class Driver:
             spread=(p90 - p10) / median if median > 0 else 0.0,
             host_median_ms=statistics.median(host),
             round_trip_ms=round_trip,
-            handover_ms=handover_ms,
+            finish_ms=statistics.median(finishes),
             flush_ms=flush_alone,
             flush_excess_ms=flush_excess,
             side_work=flush_excess > FLUSH_OVERLAP_FACTOR * flush_alone + FLUSH_SLACK_MS,
@@ -634,7 +632,7 @@ class Driver:
     def _time_baseline(self, name: str, served: Served) -> None:
         """Time a served baseline (the caller holds the device alone) into the result."""
         try:
-            timing, _ = self._time(served, served.expected, recheck=False, handover=True)
+            timing, _ = self._time(served, served.expected, recheck=False)
             self.result.baselines[name] = BaselineResult(timing=timing)
         except (CandidateFailed, RunnerFailed) as exc:
             self.result.baselines[name] = BaselineResult(error=str(exc)[:2000])

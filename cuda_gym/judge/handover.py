@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import statistics
-from time import perf_counter
 
 import torch
 
@@ -162,28 +160,6 @@ class Handover:
         for buf in self._outputs:
             if buf is not None:
                 _poison(buf)
-
-    def cost_ms(self, expected: list, runs: int) -> float:
-        """Median ms of the output handover a runner does inside a call, done here alone.
-
-        CUDA: copying outputs shaped like `expected` into the slots of the last `prepare` and
-        synchronising, measured by the driver itself (no runner takes part). 0 on the CPU,
-        where mapping and copying through fresh memfds varies too much with the machine's
-        load for a figure measured by another process to be subtracted, and before `prepare`.
-        """
-        tensors = [e for e in expected if isinstance(e, torch.Tensor) and e.numel()]
-        slots = [v for v in self._outputs if v is not None and v.numel()]
-        if self.device != "cuda" or [s.shape for s in slots] != [t.shape for t in tensors]:
-            return 0.0
-        trips = []
-        for _ in range(runs):
-            torch.cuda.synchronize()
-            start = perf_counter()
-            for slot, t in zip(slots, tensors):
-                slot.copy_(t)
-            torch.cuda.synchronize()
-            trips.append((perf_counter() - start) * 1e3)
-        return statistics.median(trips)
 
     def collect(self, values: list) -> tuple[list, bool]:
         """After the call: (the outputs, driver-owned copies; whether an input was modified).

@@ -637,21 +637,21 @@ class Judge:
 
     @staticmethod
     def _set_speedups(verdict: Verdict, timing: TimingStats, baselines: dict) -> None:
-        # The handover's cost inside each call (outputs copied into the driver's slots), as
-        # the baselines' drivers measured it with no candidate process alive: the candidate's
-        # calls hand over the same layout and pay the same (cuda_gym.judge.driver._time).
-        measured = [
-            (baselines.get(n) or {}).get("handover_ms") for n in ("eager", "compile", *baselines)
-        ]
-        handover = next((ms for ms in measured if ms), 0.0)
-        if handover and not timing.handover_ms:
+        # The baselines' drivers time their calls' finish (from the runner's "done" to its
+        # reply: output checks, the outputs copied into the driver's slots) with no candidate
+        # process alive (cuda_gym.judge.driver._time). A candidate whose finish takes longer did
+        # work after saying "done" (or hands over slowly): the difference counts in its time.
+        entries = [baselines.get(n) or {} for n in ("eager", "compile", *baselines)]
+        finish = next((e["finish_ms"] for e in entries if e.get("finish_ms")), 0.0)
+        if finish:
+            excess = max(0.0, timing.finish_ms - finish)
+            verdict.flags[Flag.FINISH_EXCESS_MS] = round(excess, 4)
             timing = dataclasses.replace(
                 timing,
-                median_ms=max(0.0, timing.median_ms - handover),
-                mean_ms=max(0.0, timing.mean_ms - handover),
-                min_ms=max(0.0, timing.min_ms - handover),
-                max_ms=max(0.0, timing.max_ms - handover),
-                handover_ms=handover,
+                median_ms=timing.median_ms + excess,
+                mean_ms=timing.mean_ms + excess,
+                min_ms=timing.min_ms + excess,
+                max_ms=timing.max_ms + excess,
             )
         cand_ms = timing.median_ms
         verdict.time_ms = {

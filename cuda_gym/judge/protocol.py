@@ -218,13 +218,13 @@ class TimingStats:
     """One timed function, measured by the trusted driver around each synchronised call.
 
     Attributes:
-        median_ms: The reported time: median host time of a call minus the round trip and
-            the handover.
+        median_ms: The reported time: median host time of a call (go -> "done") minus the
+            round trip.
         mean_ms: Mean, same correction.
         min_ms: Fastest call, same correction.
         max_ms: Slowest call, same correction.
         spread: (p90 - p10) / median of the corrected times.
-        host_median_ms: Median of go -> done, uncorrected.
+        host_median_ms: Median of go -> "done", uncorrected.
         round_trip_ms: Median of an empty call measured the same way (subtracted).
         flush_ms: On CUDA, the driver's L2 flush alone (median); 0 on the CPU.
         flush_excess_ms: Median flush time during the timed calls minus `flush_ms`.
@@ -232,8 +232,8 @@ class TimingStats:
         runs: Timed calls.
         warmup_calls: Warm-up calls made before them.
         rechecked_calls: Timed calls whose outputs were compared with the reference.
-        handover_ms: CUDA: the median time of copying the outputs into the driver's slots,
-            measured by a baseline's driver alone on the same layout (subtracted); 0 on the CPU.
+        finish_ms: Median time from the runner's "done" to its reply (output checks, the
+            outputs handed over): not in the time; a candidate's beyond its baselines' is.
     """
 
     median_ms: float
@@ -249,7 +249,7 @@ class TimingStats:
     runs: int
     warmup_calls: int
     rechecked_calls: int
-    handover_ms: float = 0.0
+    finish_ms: float = 0.0
 
 
 @dataclass
@@ -420,6 +420,10 @@ class CallRequest:
 @dataclass
 class CallReply:
     """A call's answer (runner -> driver; untrusted).
+
+    A "call" whose forward returned is first answered {"call_id": ..., "done": true}, right
+    after forward and the runner's synchronisation (where the driver stops a timed call's
+    clock), then with this reply once the outputs are in the driver's slots.
 
     Attributes:
         call_id: The request's.

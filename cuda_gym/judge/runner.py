@@ -11,7 +11,9 @@ them strictly and trusts none of them: what the runner measures or reports can o
 Messages (driver -> runner): "null" CallRequests (empty calls, before anything is loaded: the
 driver's measure of the round trip), RunnerInit, then "share" (CUDA: the driver's input and
 output buffers as two file descriptors of CUDA virtual memory, once per layout; see
-cuda_gym/judge/device_share.py), "call" / "profile" CallRequests, "exit".
+cuda_gym/judge/device_share.py), "call" / "profile" CallRequests, "exit". A "call" whose forward
+returned is answered twice: "done" ({"call_id", "done": true}) right after forward and its
+synchronisation, then the CallReply once the outputs are in the driver's slots.
 """
 
 import array
@@ -429,6 +431,9 @@ class Runner:
             reply["error"] = _short_traceback(exc)
             reply["violations"] = self._violations()
             return reply
+        # The driver stops a timed call's clock here; what follows (checks, handing the outputs
+        # over) it times apart and compares with the baselines' (cuda_gym.judge.driver).
+        _send(self.sock, {"call_id": req["call_id"], "done": True})
         outputs = list(out) if isinstance(out, (list, tuple)) else [out]
         started = _thread_ids() - threads_before
         reply["own_calls"] = (self.own_calls.count - own_before) if self.own_calls else 0

@@ -181,11 +181,28 @@ class RunnerLink:
         self, message: dict, fds: tuple[int, ...] = (), limit_s: float | None = None
     ) -> CallReply:
         """One CallRequest (a dict) and its CallReply (within `limit_s`)."""
+        return self.timed_call(message, fds, limit_s)[0]
+
+    def timed_call(
+        self, message: dict, fds: tuple[int, ...] = (), limit_s: float | None = None
+    ) -> tuple[CallReply, float, float]:
+        """One CallRequest: (its CallReply, seconds until "done", seconds from "done" on).
+
+        A call whose forward returned is answered "done" first (right after forward and the
+        runner's synchronisation), then with its CallReply; a failed one, or any other kind,
+        with the CallReply alone (its "done" time is then the reply's).
+        """
+        start = time.perf_counter()
         self.send(message, fds)
-        reply = self._decode(CallReply, self.receive(limit_s))
+        data = self.receive(limit_s)
+        done = time.perf_counter()
+        if data == {"call_id": message["call_id"], "done": True}:
+            data = self.receive(limit_s)
+        end = time.perf_counter()
+        reply = self._decode(CallReply, data)
         if reply.call_id != message["call_id"]:
             raise self._failed("answered another call than the one asked")
-        return reply
+        return reply, done - start, end - done
 
     def _decode(self, cls, data):
         try:

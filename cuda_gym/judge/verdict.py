@@ -104,6 +104,8 @@ class Flag(_NamedEnum):
         CANDIDATE_HOST_MEDIAN_MS: The candidate's median host wall-clock milliseconds per call.
         CANDIDATE_TIMING: The driver's full timing statistics of the candidate (a TimingStats
             as a dict).
+        FINISH_EXCESS_MS: How much longer the candidate's calls took from "done" to their reply
+            than its baselines' (added to its time; see TimingStats.finish_ms).
         DEVICE_PEAK_BYTES: Peak GPU memory ("allocated", "reserved" bytes) by worker role.
         SIDE_WORK: The L2 flush before the timed calls ran slower than alone: other work was on
             the GPU ({"flush_ms", "flush_excess_ms"}).
@@ -133,6 +135,7 @@ class Flag(_NamedEnum):
     GPU_STATE = "gpu_state"
     CANDIDATE_HOST_MEDIAN_MS = "candidate_host_median_ms"
     CANDIDATE_TIMING = "candidate_timing"
+    FINISH_EXCESS_MS = "finish_excess_ms"
     DEVICE_PEAK_BYTES = "device_peak_bytes"
     SIDE_WORK = "side_work"
     PROFILE_MISMATCH = "profile_mismatch"

@@ -38,7 +38,7 @@ class _FakeServed:
 
     def timed_call(self, inputs, expected, fseed, flush):
         self.timed += 1
-        return [inputs[0]], 1.0 + 0.001 * self.timed, 0.0
+        return [inputs[0]], 1.0 + 0.001 * self.timed, 0.0, 0.5
 
 
 def _timed(call_s: list):

@@ -32,12 +32,3 @@ def test_a_modified_input_is_reported():
     ins[:4].view(torch.float32).fill_(5.0)
     _, mutated = hand.collect([None])
     assert mutated and torch.equal(x, torch.ones(8))  # the driver's copy stays pristine
-
-
-def test_no_handover_cost_is_measured_on_the_cpu():
-    # CUDA only: the driver's own copy of the outputs into its slots (tests/gpu).
-    hand = Handover("cpu", share=None)
-    hand.prepare([torch.ones(16)], [torch.ones(16)])
-    hand.release()
-    assert hand.cost_ms([torch.ones(16)], runs=3) == 0.0
-    assert hand._fds == []

@@ -51,7 +51,7 @@ def test_the_candidates_process_holds_no_judge_module_and_is_timed_by_the_driver
     assert verdict.correct, verdict.error
     timing = verdict.flags["candidate_timing"]
     assert timing["runs"] >= judge.config.timed_runs and timing["rechecked_calls"] >= 2
-    assert timing["round_trip_ms"] > 0 and verdict.time_ms["eager"] > 0
+    assert timing["round_trip_ms"] > 0 and timing["finish_ms"] > 0 and verdict.time_ms["eager"] > 0
     assert verdict.checks["timing_recheck"] is True
 
 
@@ -67,6 +67,23 @@ def test_a_candidate_cannot_stall_the_round_trip_subtracted_from_its_time(tmp_pa
     verdict = judge.evaluate(builtin_task(case.task).for_device("cpu"), root)
     assert verdict.correct, verdict.error
     assert verdict.flags["candidate_timing"]["round_trip_ms"] < 2.0
+
+
+def test_work_after_an_early_done_is_charged_to_the_candidate(tmp_path):
+    """The exploit case answers "done" itself before computing and silences the runner's own:
+    its calls' time from "done" to the reply, beyond the baselines', is added to its time."""
+    from benchmarks.exploits import SUITE
+
+    case = next(c for c in SUITE.load_cases(device="cpu") if c.name == "early_done_cpp")
+    root = SUITE.write_solution(case, "cpu", tmp_path / "solution")
+    judge = Judge(JudgeConfig(device="cpu", baselines=("eager",)))
+    verdict = judge.evaluate(builtin_task(case.task).for_device("cpu"), root)
+    assert verdict.correct, verdict.error
+    timing = verdict.flags["candidate_timing"]
+    # Its own window holds none of the work (~2 ms here); the charge does, in its time.
+    assert timing["host_median_ms"] < timing["finish_ms"]
+    assert verdict.flags["finish_excess_ms"] > 0.5
+    assert verdict.time_ms["candidate"] == timing["median_ms"]
 
 
 def started_at(pid: str) -> float:
