@@ -2,7 +2,6 @@
 
 from cuda_gym.judge.config import FIRST_CALL_EXTRA_S
 from cuda_gym.judge.driver import Served
-from cuda_gym.judge.handover import Handover
 
 
 def _limits(first_extra_s: float) -> list:
@@ -29,7 +28,6 @@ class _FakeServed:
     def __init__(self, call_s: list) -> None:
         self.call_s = call_s
         self.timed = 0
-        self.handover = Handover("cpu", None)
 
     typical_call_s = Served.typical_call_s
 
