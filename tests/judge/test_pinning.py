@@ -83,15 +83,23 @@ def test_small_buffers_switched_off_or_no_driver_are_not_registered(driver, monk
         assert pinned is False
 
 
-def test_the_reader_registers_the_pages_its_views_use_until_hold_closes(driver, tmp_path):
+def test_the_reader_registers_the_pages_its_views_use_until_hold_closes(
+    driver, tmp_path, monkeypatch
+):
     import contextlib
 
+    from cuda_gym.judge import transfer
     from cuda_gym.judge.transfer import ArenaPool, OutputWriter, load_outputs, to_device
 
+    # The arena must grow however full the test machine's disk is (else the writer falls back
+    # to host copies and there is nothing to register).
+    monkeypatch.setattr(transfer, "ROOM_SHARE", 0.0)
+    monkeypatch.setattr(transfer, "ROOM_MIN_BYTES", 0)
     tree = {"trials": [[torch.randn(3 * PAGE)]], "repeat": [], "timed": None}
     with ArenaPool(tmp_path).lease() as arena:
         writer = OutputWriter(str(arena))
         writer.save(writer.put(tree), str(tmp_path / "index.pt"))
+        assert writer.arena_bytes > 0 and writer.host_bytes == 0
         assert arena.stat().st_size % PAGE == 0  # whole pages, all registrable
         assert writer.pinned_bytes == 0  # host tensors: nothing to register for
         with contextlib.ExitStack() as hold:
