@@ -105,6 +105,9 @@ class RunnerLink:
         budget_s: Seconds the runner may spend answering, all requests together.
         role: Who runs in it, for messages ("candidate", "eager baseline", ...).
         sandbox: The runner's OS sandbox (`runner_sandbox`), or None (unsandboxed).
+        spin_s: Seconds each side polls for the other's next message before it sleeps (on the
+            GPU, where a timed call is a millisecond or less, a sleeping process's wake-up would
+            count in it); 0: never poll.
     """
 
     def __init__(
@@ -114,8 +117,10 @@ class RunnerLink:
         budget_s: float,
         role: str,
         sandbox: SandboxSpec | None,
+        spin_s: float = 0.0,
     ) -> None:
         self.work_dir = work_dir
+        self.spin_s = spin_s
         self.budget_s = budget_s
         self.spent_s = 0.0
         self.role = role
@@ -134,7 +139,14 @@ class RunnerLink:
 
     def send(self, message: dict, fds: tuple[int, ...] = ()) -> None:
         """Send one message (with file descriptors, for the CPU's call buffers)."""
-        data = json.dumps(message).encode()
+        self._send(self._encode(message), fds)
+
+    def _encode(self, message: dict) -> bytes:
+        if self.spin_s:
+            message = {**message, "spin_s": self.spin_s}
+        return json.dumps(message).encode()
+
+    def _send(self, data: bytes, fds: tuple[int, ...]) -> None:
         try:
             if fds:
                 rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
@@ -150,10 +162,12 @@ class RunnerLink:
         if left <= 0:
             raise self._timed_out()
         per_request = limit_s is not None and limit_s < left
-        self.sock.settimeout(limit_s if per_request else left)
         start = time.monotonic()
+        data = self._poll(min(self.spin_s, limit_s if per_request else left))
+        self.sock.settimeout(limit_s if per_request else left)
         try:
-            data = self.sock.recv(MAX_MESSAGE_BYTES)
+            if data is None:
+                data = self.sock.recv(MAX_MESSAGE_BYTES)
         except TimeoutError:
             self.spent_s += time.monotonic() - start
             raise self._timed_out(limit_s if per_request else None) from None
@@ -166,6 +180,24 @@ class RunnerLink:
             return json.loads(data)
         except ValueError:
             raise self._failed("sent something that is not a message") from None
+
+    def _poll(self, spin_s: float) -> bytes | None:
+        """The next message if it comes within `spin_s` (polled, never slept for), else None."""
+        if spin_s <= 0:
+            return None
+        deadline = time.perf_counter() + spin_s
+        self.sock.setblocking(False)
+        try:
+            while time.perf_counter() < deadline:
+                try:
+                    return self.sock.recv(MAX_MESSAGE_BYTES)
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    return None  # the blocking receive reports it
+        finally:
+            self.sock.setblocking(True)
+        return None
 
     def wait_started(self, limit_s: float | None = None) -> None:
         """Wait until the runner has imported torch (host work, before any device work)."""
@@ -192,8 +224,9 @@ class RunnerLink:
         runner's synchronisation), then with its CallReply; a failed one, or any other kind,
         with the CallReply alone (its "done" time is then the reply's).
         """
+        data = self._encode(message)
         start = time.perf_counter()
-        self.send(message, fds)
+        self._send(data, fds)
         data = self.receive(limit_s)
         done = time.perf_counter()
         if data == {"call_id": message["call_id"], "done": True}:

@@ -1,0 +1,84 @@
+"""The driver's link to a runner: messages both ways, polled (spin) or slept for."""
+
+import array
+import json
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+from cuda_gym.judge import runner
+from cuda_gym.judge.untrusted import RunnerFailed, RunnerLink
+
+
+def _later(delay_s: float, fn) -> threading.Thread:
+    thread = threading.Thread(target=lambda: (time.sleep(delay_s), fn()))
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("spin_s", [0.0, 0.05])
+def test_the_runner_receives_messages_and_descriptors_polled_or_not(spin_s):
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    read_end, write_end = os.pipe()
+    try:
+        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [read_end]))]
+        # Sent while the receiver polls (5 ms in) and after polling gave up (80 ms in).
+        for delay_s in (0.005, 0.08):
+            sender = _later(
+                delay_s, lambda: ours.sendmsg([json.dumps({"kind": "call"}).encode()], rights)
+            )
+            message, fds = runner._receive(theirs, spin_s)
+            sender.join()
+            assert message == {"kind": "call"} and len(fds) == 1
+            os.write(write_end, b"x")
+            assert os.read(fds[0], 1) == b"x"  # the very pipe, passed over
+            os.close(fds[0])
+            assert theirs.getblocking()  # left blocking for whatever comes next
+        ours.close()
+        assert runner._receive(theirs, spin_s) == (None, [])
+    finally:
+        for fd in (read_end, write_end):
+            os.close(fd)
+        theirs.close()
+
+
+def test_spin_is_taken_only_from_a_plain_positive_number():
+    assert runner._spin_s({"spin_s": 0.02}) == 0.02
+    for bad in ({}, {"spin_s": None}, {"spin_s": "1"}, {"spin_s": -1}, {"spin_s": float("nan")}):
+        assert runner._spin_s(bad) == 0.0
+
+
+@pytest.mark.parametrize("spin_s", [0.0, 0.02])
+def test_a_real_runner_answers_empty_calls_and_exits(tmp_path, spin_s):
+    link = RunnerLink(tmp_path, dict(os.environ), 60.0, "candidate", None, spin_s)
+    try:
+        link.wait_started(60.0)
+        for k in range(5):
+            reply, to_done_s, finish_s = link.timed_call({"call_id": -1 - k, "kind": "null"})
+            assert reply.call_id == -1 - k and reply.error is None
+            assert 0 < to_done_s < 5 and 0 <= finish_s < 1e-3  # no "done" before the reply
+        assert link.sock.gettimeout() != 0  # not left polling
+    finally:
+        link.close()
+    assert link.proc.poll() is not None
+
+
+def test_a_silent_runner_times_out_after_polling(tmp_path):
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    link = RunnerLink.__new__(RunnerLink)  # no process: only the receiving end is tested
+    link.sock, link.budget_s, link.spent_s, link.spin_s = ours, 10.0, 0.0, 0.02
+    link.role, link.stage, link.work_dir = "candidate", "run", tmp_path
+    link._kill = lambda: None
+    try:
+        start = time.perf_counter()
+        with pytest.raises(RunnerFailed, match="time"):
+            link.receive(0.1)
+        assert 0.1 <= time.perf_counter() - start < 1.0
+        theirs.send(json.dumps({"call_id": 1}).encode())
+        assert link.receive(0.1) == {"call_id": 1}
+    finally:
+        ours.close()
+        theirs.close()
