@@ -180,17 +180,20 @@ class Served:
         outputs, _ = self._finish(reply)
         return outputs, to_done_s * 1e3, flush_ms, finish_s * 1e3
 
-    def measure_transport(self, limit_s: float | None) -> None:
+    def measure_transport(self, limit_s: float | None, banned: bool = False) -> None:
         """Time empty calls into the runner before it loads anything: `transport_ms`.
 
-        The median round trip is subtracted from every timed call. Measured here, while the
-        runner holds no code of the candidate's, nothing in it can stall these calls (a thread
-        holding the GIL, say) to make every timed call look faster by the stall.
+        An empty call goes through a call's steps up to "done" with nothing in forward (the
+        fallback ban's guard too when `banned`); its median time is subtracted from every timed
+        call. Measured here, while the runner holds no code of the candidate's, nothing in it
+        can stall these calls (a thread holding the GIL, say) to make every timed call look
+        faster by the stall.
         """
         trips = []
         for k in range(ROUND_TRIP_CALLS):
-            # Timed as a call is timed up to its "done": the reply received, not yet decoded.
-            _, trip_s, _ = self.link.timed_call({"call_id": -1 - k, "kind": "null"}, (), limit_s)
+            message = {"call_id": -1 - k, "kind": "null", "banned": banned}
+            # Timed as a call is timed: from sending it to its "done".
+            _, trip_s, _ = self.link.timed_call(message, (), limit_s)
             trips.append(trip_s * 1e3)
         self.transport_ms = statistics.median(trips)
 
@@ -301,7 +304,7 @@ class Driver:
             # the device waits for none of it.
             with roles.off_device(self.rep, "runner"):
                 link.wait_started(load_limit_s)
-                served.measure_transport(load_limit_s)
+                served.measure_transport(load_limit_s, banned)
             self.rep.enter(stage)
             ready = link.start(
                 {

@@ -56,10 +56,13 @@ def test_a_real_runner_answers_empty_calls_and_exits(tmp_path, spin_s):
     link = RunnerLink(tmp_path, dict(os.environ), 60.0, "candidate", None, spin_s)
     try:
         link.wait_started(60.0)
-        for k in range(5):
-            reply, to_done_s, finish_s = link.timed_call({"call_id": -1 - k, "kind": "null"})
-            assert reply.call_id == -1 - k and reply.error is None
-            assert 0 < to_done_s < 5 and 0 <= finish_s < 1e-3  # no "done" before the reply
+        for k in range(6):
+            # Through a call's steps up to "done" (the ban's guard on every other one), then
+            # the empty reply.
+            message = {"call_id": -1 - k, "kind": "null", "banned": k % 2 == 1}
+            reply, to_done_s, finish_s = link.timed_call(message)
+            assert reply.call_id == -1 - k and reply.error is None and reply.violations == []
+            assert 0 < to_done_s < 5 and 0 <= finish_s < 5
         assert link.sock.gettimeout() != 0  # not left polling
     finally:
         link.close()
