@@ -115,6 +115,13 @@ class _Ban:
         self.violations = violations
 
         class Mode(TorchDispatchMode):
+            @classmethod
+            def _should_skip_dynamo(cls) -> bool:
+                # Else torch wraps __torch_dispatch__ in torch._dynamo.disable, whose first
+                # call imports torch._dynamo (seconds of CPU in every candidate's first call)
+                # and whose wrapper runs around every op of every timed call.
+                return False
+
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 name = func._schema.name
                 converts = (
