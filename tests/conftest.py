@@ -14,8 +14,12 @@ import pytest
 
 from cuda_gym.judge import JudgeConfig
 
-# The one judge configuration of the CPU tests that judge for real (slow tier).
-TEST_JUDGE = JudgeConfig(device="cpu", timed_runs=5, warmup_runs=1, run_timeout_s=60)
+# The one judge configuration of the CPU tests that judge for real (slow tier). Eager is not
+# timed again after every candidate (the CPU's default: a steadier speedup, at a runner's start
+# and a timing per judgement); test_judge_cpu.py checks that default.
+TEST_JUDGE = JudgeConfig(
+    device="cpu", timed_runs=5, warmup_runs=1, run_timeout_s=60, retime_baselines=()
+)
 
 
 @pytest.fixture(scope="session", autouse=True)

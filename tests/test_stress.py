@@ -1,4 +1,4 @@
-"""Stress: 12 concurrent CPU episodes, a quarter with crashing or hanging kernels, leave nothing.
+"""Stress: 9 concurrent CPU episodes, a third with crashing or hanging kernels, leave nothing.
 
 Every episode writes its files and submits from one of 8 threads sharing the judge slots.
 Good episodes use the demo's C++ kernel; bad ones call `hang`, `segfault` or `underscore_exit`
@@ -45,9 +45,9 @@ class ModelNew(nn.Module):
 
 
 def episode_files(index: int) -> tuple[str, dict[str, str]]:
-    """Every fourth episode is bad, cycling through the dying and hanging kernels."""
-    if index % 4 == 3:
-        name = BAD_FUNCTIONS[(index // 4) % len(BAD_FUNCTIONS)]
+    """Every third episode is bad, cycling through the dying and hanging kernels."""
+    if index % 3 == 2:
+        name = BAD_FUNCTIONS[(index // 3) % len(BAD_FUNCTIONS)]
         files = {
             "kernels/exploits.cpp": EXPLOITS_CPP.read_text(),
             "kernels/sandbox_attacks.cpp": SANDBOX_ATTACKS_CPP.read_text(),
@@ -91,7 +91,7 @@ def _children_of(pid: int) -> list[int]:
 def test_concurrent_episodes_with_crashes_and_hangs_all_end_and_leave_nothing(
     tmp_path, monkeypatch
 ):
-    n_episodes = int(os.environ.get("CUDA_GYM_STRESS_EPISODES", "12"))
+    n_episodes = int(os.environ.get("CUDA_GYM_STRESS_EPISODES", "9"))
     workspaces, scratch, tmp = tmp_path / "ws", tmp_path / "judge", tmp_path / "tmp"
     for path in (workspaces, scratch, tmp):
         path.mkdir()
@@ -149,7 +149,7 @@ def test_concurrent_episodes_with_crashes_and_hangs_all_end_and_leave_nothing(
             assert reward == -1 and not verdict["correct"]
             expected = "timed out" if kind == "hang" else "process"
             assert expected in verdict["error"], (kind, verdict["error"])
-    assert {kind for kind, *_ in results} >= {"good", *BAD_FUNCTIONS} or n_episodes < 12
+    assert {kind for kind, *_ in results} >= {"good", *BAD_FUNCTIONS} or n_episodes < 9
     # The warm zygote the judge forks its workers from may stay, but with no child left.
     new = [p for p in child_processes_in(tmp_path) if p not in before]
     zygotes = [p for p in new if _is_zygote(p)]

@@ -1,5 +1,7 @@
 """The judge on the CPU device, for real: builds, runs and times C++ kernels."""
 
+import dataclasses
+
 import pytest
 
 from cuda_gym.judge import Judge, JudgeConfig
@@ -12,7 +14,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def judge():
-    return Judge(TEST_JUDGE)
+    # With the CPU's default of timing eager again after every candidate.
+    return Judge(dataclasses.replace(TEST_JUDGE, retime_baselines=None))
 
 
 @pytest.fixture(scope="module")
