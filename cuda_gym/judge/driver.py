@@ -11,10 +11,10 @@ call:
 - computes the reference's outputs and compares (strict mode against float64), checks the
   inputs against its pristine copy, and the repeat of trial 0 for determinism;
 - times each call on the host clock from go to the runner's "done" (forward returned and
-  synchronised), minus the median round trip of empty calls measured the same way, and the
-  rest of the call (checks, outputs handed over) apart, for the judge to compare with the
-  baselines'; warm-up and timed call counts are random, and a random, unannounced subset of
-  timed calls is re-checked against the reference;
+  synchronised), minus the median of empty calls taken through the same steps
+  (`Served.measure_transport`), and the rest of the call (checks, outputs handed over) apart,
+  for the judge to compare with the baselines'; warm-up and timed call counts are random,
+  and a random, unannounced subset of timed calls is re-checked against the reference;
 - times the eager and torch.compile baselines through the same path (a runner serving the
   task's own Model), so the comparison is fair.
 
