@@ -56,7 +56,34 @@ def _cuda_available() -> bool:
         return False
 
 
+# Files holding the slow tier's longest tests (about a minute or more each on two cores),
+# started first so that `-n N` workers finish together instead of one running a long test at
+# the end alone. Whole files, so that a module's fixtures are not set up twice.
+LONGEST_FIRST = (
+    "tests/judge/test_pch.py::",
+    "tests/agent_trainer/test_end_to_end.py::",
+    "tests/test_cli.py::",
+    "tests/test_false_rejections.py::",
+    "tests/test_stress.py::",
+    "tests/kernelbench/test_harness_cpu.py::",
+    "tests/synth/test_pipeline.py::",
+    "tests/test_service.py::",
+    "tests/test_rl_load.py::",
+    "tests/test_concurrency_benchmark.py::",
+    "tests/judge/test_device_gate_judge.py::",
+    "tests/test_step_latency.py::",
+)
+
+
+def _rank(item) -> int:
+    for k, prefix in enumerate(LONGEST_FIRST):
+        if item.nodeid.startswith(prefix):
+            return k
+    return len(LONGEST_FIRST)
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=_rank)  # stable: the rest keep their order
     if _cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

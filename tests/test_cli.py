@@ -217,14 +217,7 @@ def test_judge_a_kernelbench_load_inline_solution(tmp_path):
     assert verdict["verdict"] == "accept" and verdict["reward"] >= 1
     assert set(verdict["time_ms"]) == {"candidate", "eager", "compile"}
     assert verdict["violations"] == [] and verdict["error"] is None
-
-    broken = tmp_path / "broken.py"
-    broken.write_text(INLINE_SOLUTION.replace("{source}", "int f( {"))
-    out = run_cli("judge", str(task_file), str(broken), "--device", "cpu", "--json", "--no-timing")
-    assert out.returncode == 1, out.stderr
-    verdict = json.loads(out.stdout)
-    assert verdict["compiled"] is False and verdict["verdict"] == "reject"
-    assert verdict["reward"] == -1 and "error" in verdict["error"].lower()
+    # A load_inline compile error: tests/judge/test_inline_build.py.
 
 
 FORBIDDEN = """

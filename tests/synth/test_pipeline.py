@@ -231,15 +231,15 @@ def test_process_pool_has_one_timing_lock_per_device(devices, overlap):
 def test_cli_synth_writes_tasks_that_load_and_are_judgeable(tmp_path, capsys):
     out = tmp_path / "x.parquet"
     code = main(
-        ["synth", "--n", "6", "--device", "cpu", "--seed", "3", "--out", str(out), "--no-progress"]
+        ["synth", "--n", "3", "--device", "cpu", "--seed", "3", "--out", str(out), "--no-progress"]
     )
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "filter" in printed and "compile" in printed and "chain length" in printed
     tasks = load_task_parquet(out)
-    assert len(tasks) == 6
+    assert len(tasks) == 3
     summary = json.loads(out.with_suffix(".summary.json").read_text())
-    assert summary["n_accepted"] == 6
+    assert summary["n_accepted"] == 3
     for task in tasks:
         prov = tasks.meta[task.task_id]["provenance"]
         assert prov["device"] == "cpu" and prov["torch"] and prov["seed"] == 3
