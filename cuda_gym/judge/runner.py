@@ -356,7 +356,7 @@ class Runner:
         self.ban = None
         self.own_calls = None
         self.shared: list = []  # CUDA: the driver's input and output buffers (_ImportedBuffer)
-        self._null_ban = None  # the guard of empty "banned" calls (allows nothing: never used)
+        self._null_ban = None  # the ban guarding empty "banned" calls (no op ever runs in it)
 
     # -- set-up ---------------------------------------------------------------------------------
 
