@@ -4,8 +4,9 @@ Each legitimate case of `benchmarks/exploits` for the device is judged ROUNDS ti
 default judge configuration (one `Judge`, the default cache: the first round may probe and time
 baselines, later rounds are warm). Printed per case: the last round's candidate and eager times,
 the speedup, and the driver's own figures (host time to "done", the empty call subtracted, the
-finish). With `--compare FILE`, the speedups are set against those FILE records for the same
-cases (the in-process timer's, in `results/timing_fidelity_h200.json`, key
+finish; with `--trace-events`, forward's time by the runner's own CUDA events, to see how much
+of the host window is the GPU's). With `--compare FILE`, the speedups are set against those FILE
+records for the same cases (the in-process timer's, in `results/timing_fidelity_h200.json`, key
 `driver_vs_in_process_timer`): the criterion of the trusted-timer issue is every speedup within
 2 % of the in-process one.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -24,6 +26,7 @@ import time
 from pathlib import Path
 
 from benchmarks.exploits import SUITE
+from cuda_gym.judge.driver import TRACE_EVENTS_ENV
 
 WITHIN = 0.02
 COMPARE_KEY = "driver_vs_in_process_timer"
@@ -49,6 +52,7 @@ def judge_case(judge, case, device: str) -> dict:
         "host_median_ms": timing.get("host_median_ms"),
         "empty_call_ms": timing.get("round_trip_ms"),
         "finish_ms": timing.get("finish_ms"),
+        "runner_event_ms": timing.get("runner_event_ms"),
         "spread": timing.get("spread"),
         "seconds": round(time.monotonic() - start, 1),
     }
@@ -80,7 +84,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--only", nargs="+", metavar="CASE", help="these legitimate cases only")
     parser.add_argument("--compare", type=Path, help="a results file with the previous figures")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--trace-events",
+        action="store_true",
+        help="also report forward's time by the runner's own CUDA events (diagnostics)",
+    )
     args = parser.parse_args(argv)
+    if args.trace_events:
+        os.environ[TRACE_EVENTS_ENV] = "1"  # read by the judge's drivers, which inherit it
     cases = [c for c in SUITE.load_cases(args.device, args.only) if c.legit]
     judge = Judge(JudgeConfig(device=args.device))
     results: dict[str, list[dict]] = {c.name: [] for c in cases}

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import secrets
 import shutil
 import statistics
@@ -61,6 +62,9 @@ from cuda_gym.judge.untrusted import RunnerFailed, RunnerLink, runner_sandbox
 from cuda_gym.judge.verdict import ViolationKind, format_violation
 
 ROUND_TRIP_CALLS = 20
+# Set to 1: timed calls also ask the runner for forward's time between its own CUDA events,
+# reported as TimingStats.runner_event_ms to compare with the host clock (never scored).
+TRACE_EVENTS_ENV = "CUDA_GYM_TRACE_EVENTS"
 # On CUDA driver and runner poll this long for each other's next message before sleeping: a
 # sleeping process's wake-up (0.1-0.3 ms on the H200) would otherwise count in calls of 1 ms.
 SPIN_S = 0.02
@@ -108,6 +112,8 @@ class Served:
         self.expected: list = []  # a baseline's: the reference's outputs on its first inputs
         self.call_s: list[float] = []  # the untimed calls' round trips, seconds
         self.transport_ms = 0.0  # an empty call's round trip (measure_transport)
+        self.trace_events = device == "cuda" and os.environ.get(TRACE_EVENTS_ENV) == "1"
+        self.event_ms: list[float] = []  # the runner's own figures of traced calls
 
     def _share(self, message: dict, fds: tuple[int, ...]) -> None:
         self.link.send(message, fds)
@@ -175,9 +181,13 @@ class Served:
         self.calls += 1
         fields, fds = self.handover.prepare(inputs, expected)
         message = {"call_id": self.calls, "kind": "call", "forward_seed": fseed, **fields}
+        if self.trace_events:
+            message["events"] = True
         flush_ms = flush() if flush is not None else 0.0
         reply, to_done_s, finish_s = self.link.timed_call(message, fds, self._limit())
         outputs, _ = self._finish(reply)
+        if reply.event_ms is not None:
+            self.event_ms.append(reply.event_ms)
         return outputs, to_done_s * 1e3, flush_ms, finish_s * 1e3
 
     def measure_transport(self, limit_s: float | None, banned: bool = False) -> None:
@@ -526,6 +536,7 @@ class Driver:
             served.timed_call(inputs, expected, forward_seed(seed), flush)
             k += 1
         host, flushes, finishes, kept = [], [], [], []
+        served.event_ms.clear()  # the timed calls' only
         for n in range(runs):
             seed = secrets.randbits(62)
             inputs = make_inputs(self.task, seed, self.device, "as_is")
@@ -555,6 +566,7 @@ class Driver:
             runs=runs,
             warmup_calls=k,
             rechecked_calls=len(kept),
+            runner_event_ms=statistics.median(served.event_ms) if served.event_ms else None,
         )
         return stats, kept
 

@@ -234,6 +234,9 @@ class TimingStats:
         rechecked_calls: Timed calls whose outputs were compared with the reference.
         finish_ms: Median time from the runner's "done" to its reply (output checks, the
             outputs handed over): not in the time; a candidate's beyond its baselines' is.
+        runner_event_ms: Diagnostics only (CUDA_GYM_TRACE_EVENTS=1): the median of the
+            runner's own CUDA-event times of forward in the timed calls. Reported by the
+            process that ran the code, so never scored; None when not traced.
     """
 
     median_ms: float
@@ -250,6 +253,7 @@ class TimingStats:
     warmup_calls: int
     rechecked_calls: int
     finish_ms: float = 0.0
+    runner_event_ms: float | None = None
 
 
 @dataclass
@@ -433,6 +437,9 @@ class CallReply:
         values: The non-tensor outputs (None at tensor positions).
         own_calls: Calls into the candidate's own compiled extensions during forward.
         profile_rows: For kind "profile": [name, calls, total device ms] per kernel/operator.
+        event_ms: Diagnostics only, for a call that asked for it (CUDA_GYM_TRACE_EVENTS=1):
+            forward's time between the runner's own CUDA events. The candidate's own figure:
+            never scored.
     """
 
     call_id: int
@@ -441,3 +448,4 @@ class CallReply:
     values: list[bool | int | float | None]
     own_calls: int
     profile_rows: list[list[str | int | float]] = field(default_factory=list)
+    event_ms: float | None = None

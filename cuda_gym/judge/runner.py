@@ -476,10 +476,15 @@ class Runner:
             return reply
         threads_before = _thread_ids()
         own_before = self.own_calls.count if self.own_calls else 0
+        events = self._events() if req.get("events") is True else None
         try:
             self._seed(req["forward_seed"])
+            if events:
+                events[0].record()
             with torch.no_grad(), self._guard(req.get("count_own_calls", False)):
                 out = self.model(*args)
+            if events:
+                events[1].record()
             self._sync()
         except BaseException as exc:  # the candidate's failure: reported, the runner goes on
             reply["error"] = _short_traceback(exc)
@@ -494,6 +499,8 @@ class Runner:
         reply["violations"] = self._violations() + self._output_violations(outputs, args)
         reply["values"], reply["error"] = self._deliver(outputs, req["outputs"], slots)
         self._sync()
+        if events:
+            reply["event_ms"] = events[0].elapsed_time(events[1])
         if started:
             time.sleep(0.05)
             if started - _thread_ids():
@@ -501,6 +508,12 @@ class Runner:
                     "async_work: ModelNew.forward started a host thread that outlived the call"
                 )
         return reply
+
+    def _events(self):
+        """Two timing events around forward, for a traced call on CUDA (diagnostics only)."""
+        if self.device != "cuda":
+            return None
+        return [self.torch.cuda.Event(enable_timing=True) for _ in range(2)]
 
     def _guard(self, count_own_calls: bool = False):
         if self.ban is None:

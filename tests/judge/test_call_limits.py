@@ -28,6 +28,7 @@ class _FakeServed:
     def __init__(self, call_s: list) -> None:
         self.call_s = call_s
         self.timed = 0
+        self.event_ms: list = []  # never traced
 
     typical_call_s = Served.typical_call_s
 

@@ -30,6 +30,8 @@ def reply(**fields):
 def test_a_well_formed_reply_decodes():
     got = decode(CallReply, reply())
     assert got == CallReply(3, None, [], [None, 1.5], 1, [])
+    assert got.event_ms is None  # only a traced call's reply carries the runner's event time
+    assert decode(CallReply, reply(event_ms=0.93)).event_ms == 0.93
 
 
 @pytest.mark.parametrize(
@@ -40,6 +42,7 @@ def test_a_well_formed_reply_decodes():
         {"violations": "torch_fallback: x"},
         {"values": [object.__name__, {}]},
         {"extra": 1},
+        {"event_ms": "0.93"},
     ],
 )
 def test_a_reply_with_other_types_or_fields_is_refused(bad):
