@@ -8,8 +8,9 @@ Builds that miss the cache are incremental: they run in one of a few persistent 
 directories per "lineage" (the same file names, flags and toolchain), where only files whose
 bytes changed are rewritten, so ninja recompiles just the edited compilation units (and those
 including an edited header) and relinks. An edit to the kernel file leaves the binding's object,
-compiled against the full torch headers, as it was. The finished library is then copied into
-the content-keyed cache.
+compiled against the full torch headers, as it was. When every work directory of the lineage is
+busy (agents on different tasks often name their files alike), a build takes a fresh spare one
+instead of waiting. The finished library is then copied into the content-keyed cache.
 
 Trust: only trusted processes write here (the compilers and ninja; the build no longer imports
 the extension, so none of the candidate's code runs, and the candidate's sandbox cannot see the
@@ -120,8 +121,9 @@ def _manifest(slot: Path) -> dict[str, str]:
 def incremental_slot(root: Path, files: dict[str, bytes]):
     """Lock and yield the work directory of this lineage whose sources match `files` best.
 
-    Up to INCREMENTAL_SLOTS directories exist per lineage so that concurrent builds do not wait
-    for each other; a build waits only when every slot is busy.
+    Up to INCREMENTAL_SLOTS directories exist per lineage; when every one is busy the build
+    never waits for them (a lineage is only file names and flags, so agents on different tasks
+    that name their files alike share one): it gets a fresh spare directory, removed after.
     """
     root.mkdir(parents=True, exist_ok=True)
     digests = {r: hashlib.sha256(b).hexdigest() for r, b in files.items()}
@@ -129,19 +131,23 @@ def incremental_slot(root: Path, files: dict[str, bytes]):
         range(INCREMENTAL_SLOTS),
         key=lambda i: -sum(_manifest(root / f"slot{i}").get(r) == d for r, d in digests.items()),
     )
-    for blocking in (False, True):
-        for i in ranked if not blocking else ranked[:1]:
-            lock = open(root / f"slot{i}.lock", "w")  # noqa: SIM115 - held across the yield
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-            except BlockingIOError:
-                lock.close()
-                continue
-            try:
-                yield root / f"slot{i}"
-            finally:
-                lock.close()
-            return
+    for i in ranked:
+        lock = open(root / f"slot{i}.lock", "w")  # noqa: SIM115 - held across the yield
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        try:
+            yield root / f"slot{i}"
+        finally:
+            lock.close()
+        return
+    spare = Path(tempfile.mkdtemp(prefix="spare-", dir=root))
+    try:
+        yield spare
+    finally:
+        shutil.rmtree(spare, ignore_errors=True)
 
 
 def _file_hashes(root: Path) -> dict[str, str]:
