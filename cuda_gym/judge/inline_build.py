@@ -8,6 +8,10 @@ is imported once in an OS sandbox with no GPU device, no gate and the build time
 then finds every extension already built and imports it without compiling; one that would
 compile there is refused (cuda_gym.judge.runner `_guard_extension_builds`).
 
+The stage's C++ compiles read the judge's precompiled torch header when the solution's flags
+match one made for load_inline builds (cuda_gym.judge.pch, INLINE_VARIANTS; read-only in the
+sandbox); the judge, not the sandbox, makes the variants the stage asked for and lacked.
+
 Cache: the libraries are copied, by the judge (a trusted process), into
 `<cache>/inline_builds/<key>`, keyed by model_new.py's bytes, the device, the GPU architecture
 and the toolchain, and sealed like kernels/ builds (cuda_gym.judge.build): an identical solution
@@ -20,6 +24,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -29,6 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda_gym.judge import pch
 from cuda_gym.judge.build import first_errors, seal_dir, sealed_intact, toolchain_id
 from cuda_gym.judge.config import JudgeConfig
 from cuda_gym.judge.untrusted import RUNNER_PATH, runner_sandbox
@@ -41,6 +47,7 @@ _BUILDS = re.compile(r"\b(load_inline|cpp_extension\s*\.\s*load|load)\s*\(")
 _CPP_EXTENSION = re.compile(r"\bcpp_extension\b")
 LIBRARY_SUFFIXES = (".so",)
 DONE_FILE = "BUILD_OK"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -105,7 +112,8 @@ def build_inline(
             )
         if entry.exists():
             shutil.rmtree(entry)
-        result, log = _run_stage(solution_dir, config, arch, work)
+        headers = _pch_dirs(config) if config.use_precompiled_header else {}
+        result, log = _run_stage(solution_dir, config, arch, work, headers)
         if result.get("timed_out"):
             return InlineBuild(error=result["error"], duration_s=time.monotonic() - start)
         if result.get("build_failed"):
@@ -113,6 +121,8 @@ def build_inline(
             return InlineBuild(error=errors, duration_s=time.monotonic() - start)
         complete = result.get("error") is None
         built = _collect(work / "scratch" / "torch_extensions", entry / "extensions")
+        if built:
+            _make_wanted_pch(config, headers, result.get("pch_wanted", []))
         if not built:
             shutil.rmtree(entry, ignore_errors=True)
             return InlineBuild(complete=complete, duration_s=time.monotonic() - start)
@@ -125,10 +135,39 @@ def build_inline(
         )
 
 
+def _pch_dirs(config: JudgeConfig) -> dict[str, str]:
+    """{variant: directory} of the load_inline precompiled headers made so far."""
+    toolchain = toolchain_id(config.device)
+    dirs = {}
+    for variant in pch.INLINE_VARIANTS:
+        directory = pch.inline_pch_dir(config.resolved_cache_dir, variant, toolchain)
+        if pch.ready(directory):
+            dirs[variant] = str(directory)
+    return dirs
+
+
+def _make_wanted_pch(config: JudgeConfig, present: dict, wanted: list) -> None:
+    """Make the variants the stage matched and lacked.
+
+    Its report is untrusted: it can only pick among INLINE_VARIANTS, each made here from
+    torch's own flags.
+    """
+    if not config.use_precompiled_header:
+        return
+    toolchain = toolchain_id(config.device)
+    for variant in pch.INLINE_VARIANTS:
+        if variant in wanted and variant not in present:
+            directory = pch.inline_pch_dir(config.resolved_cache_dir, variant, toolchain)
+            log.info(pch.make_inline_pch(directory, variant, config.build_timeout_s))
+
+
 def _run_stage(
-    solution_dir: Path, config: JudgeConfig, arch: str | None, work: Path
+    solution_dir: Path, config: JudgeConfig, arch: str | None, work: Path, headers: dict
 ) -> tuple[dict, str]:
-    """Import model_new.py in the build sandbox: (its untrusted result, the compiler's log)."""
+    """Import model_new.py in the build sandbox: (its untrusted result, the compiler's log).
+
+    `headers`: {variant: directory} of the precompiled headers its builds may read.
+    """
     scratch = work / "scratch"
     scratch.mkdir(parents=True)
     result_path = scratch / "prebuild.json"
@@ -136,10 +175,14 @@ def _run_stage(
     if arch:
         env["TORCH_CUDA_ARCH_LIST"] = arch  # no GPU to ask: build for the judge's
     env["MAX_JOBS"] = env.get("MAX_JOBS", "4")
+    if config.use_precompiled_header:
+        variants = {name: [cuda, list(f)] for name, (cuda, f) in pch.INLINE_VARIANTS.items()}
+        env[pch.INLINE_PCH_ENV] = json.dumps({"variants": variants, "dirs": headers})
     argv = [sys.executable, "-I", str(RUNNER_PATH), "prebuild", str(solution_dir), str(result_path)]
     if config.sandboxed:
         # No GPU device nodes ("cpu"): the stage compiles, it never runs anything on the device.
-        spec = runner_sandbox(scratch, "cpu", (str(solution_dir),), None, config.build_timeout_s)
+        readable = (str(solution_dir), *headers.values())
+        spec = runner_sandbox(scratch, "cpu", readable, None, config.build_timeout_s)
         env = sandbox_env(env, spec)
         argv = sandbox_argv(argv, sandbox_plan(spec, env, scratch))
     else:
@@ -179,8 +222,10 @@ def _read_report(path: Path, max_bytes: int = 1 << 20) -> dict:
         os.close(fd)
     if not isinstance(report, dict):
         return {}
+    wanted = report.get("pch_wanted")
     return {"error": str(report["error"]) if report.get("error") else None} | {
-        "build_failed": report.get("build_failed") is True
+        "build_failed": report.get("build_failed") is True,
+        "pch_wanted": [v for v in pch.INLINE_VARIANTS if isinstance(wanted, list) and v in wanted],
     }
 
 

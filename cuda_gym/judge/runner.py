@@ -37,6 +37,9 @@ TRITON_JIT = os.path.join("triton", "runtime", "jit.py")
 MAX_FDS = 2
 MAX_SPIN_S = 0.05  # the most a message's "spin_s" may ask for
 ERROR_CHARS = 4000
+# The build stage's precompiled torch headers, from the judge (cuda_gym.judge.pch):
+# {"variants": {name: [with_cuda, extra_cflags]}, "dirs": {name: directory holding the .gch}}.
+PCH_ENV = "CUDA_GYM_INLINE_PCH"
 
 
 def _send(sock, message) -> None:
@@ -662,6 +665,65 @@ def _default_build_directories(torch) -> None:
         setattr(cpp_extension, name, without_build_directory(getattr(cpp_extension, name)))
 
 
+def _precompiled_headers() -> set:
+    """Let the build stage's extension builds read the judge's precompiled torch header.
+
+    A load_inline / cpp_extension.load call whose settings match a variant of $CUDA_GYM_INLINE_PCH
+    gets `-I DIR` (searched before torch's -isystem directories, so GCC finds DIR's .gch for
+    `#include <torch/extension.h>`, or parses the header when the .gch does not fit). Returns
+    the set the matched variants' names are added to: the judge makes those it lacks.
+    """
+    import inspect
+
+    from torch.utils import cpp_extension
+
+    wanted: set = set()
+    try:
+        table = json.loads(os.environ.pop(PCH_ENV, "") or "{}")
+    except ValueError:
+        return wanted
+    variants, dirs = table.get("variants") or {}, table.get("dirs") or {}
+
+    def matched(arguments: dict, inline: bool) -> str | None:
+        cuda = arguments.get("with_cuda")
+        if cuda is None and inline:
+            cuda = bool(arguments.get("cuda_sources"))
+        elif cuda is None:
+            sources = arguments.get("sources") or []
+            sources = [sources] if isinstance(sources, str) else sources
+            cuda = any(str(path).endswith((".cu", ".cuh")) for path in sources)
+        flags = arguments.get("extra_cflags") or []
+        flags = [f for f in flags if isinstance(f, str) and f.strip()]
+        return next(
+            (name for name, (c, f) in variants.items() if c == bool(cuda) and list(f) == flags),
+            None,
+        )
+
+    def with_header(load, inline: bool):
+        signature = inspect.signature(load)
+
+        @functools.wraps(load)
+        def wrapped(*args, **kwargs):
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError:
+                return load(*args, **kwargs)  # let torch word the error
+            name = matched(bound.arguments, inline)
+            if name is not None:
+                wanted.add(name)
+                if name in dirs:
+                    flags = list(bound.arguments.get("extra_cflags") or [])
+                    bound.arguments["extra_cflags"] = [*flags, f"-I{dirs[name]}", "-Winvalid-pch"]
+            return load(*bound.args, **bound.kwargs)
+
+        return wrapped
+
+    if variants:
+        cpp_extension.load = with_header(cpp_extension.load, inline=False)
+        cpp_extension.load_inline = with_header(cpp_extension.load_inline, inline=True)
+    return wanted
+
+
 def _guard_extension_builds(torch, allow_compile: bool) -> None:
     """Serve torch extensions (load_inline, cpp_extension.load) from the judge's build stage.
 
@@ -699,14 +761,17 @@ def prebuild(solution_dir: str, result_path: str) -> None:
     report only makes the solution's own judgement fail.
     """
     result = {"error": None, "build_failed": False}
+    wanted: set = set()
     try:
         import torch  # what model_new.py imports first anyway
 
         _default_build_directories(torch)
+        wanted = _precompiled_headers()
         _import_file("model_new", os.path.join(solution_dir, "model_new.py"))
     except BaseException as exc:
         text = _short_traceback(exc)
         result = {"error": text, "build_failed": "Error building extension" in text}
+    result["pch_wanted"] = sorted(wanted)
     with open(result_path, "w") as handle:
         json.dump(result, handle)
     sys.stdout.flush()

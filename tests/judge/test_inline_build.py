@@ -1,5 +1,6 @@
 """The build stage of load_inline solutions, and what the runner does with its libraries."""
 
+import json
 import os
 from pathlib import Path  # noqa: F401
 
@@ -7,9 +8,13 @@ import pytest
 import torch
 from torch.utils import cpp_extension
 
-from cuda_gym.judge import Judge
-from cuda_gym.judge.inline_build import _collect, _read_report, builds_extensions
-from cuda_gym.judge.runner import _default_build_directories, _guard_extension_builds
+from cuda_gym.judge import Judge, JudgeConfig, pch
+from cuda_gym.judge.inline_build import _collect, _read_report, build_inline, builds_extensions
+from cuda_gym.judge.runner import (
+    _default_build_directories,
+    _guard_extension_builds,
+    _precompiled_headers,
+)
 from tests.conftest import TEST_JUDGE
 
 TASK = "sigmoid_gated_multiply"
@@ -41,7 +46,14 @@ def test_the_untrusted_report_is_read_safely(tmp_path):
     (tmp_path / "list.json").write_text("[1]")
     assert _read_report(tmp_path / "list.json") == {}
     (tmp_path / "r.json").write_text('{"error": "boom", "build_failed": "yes", "extra": 1}')
-    assert _read_report(tmp_path / "r.json") == {"error": "boom", "build_failed": False}
+    assert _read_report(tmp_path / "r.json") == {
+        "error": "boom",
+        "build_failed": False,
+        "pch_wanted": [],
+    }
+    # Which precompiled headers to make: only names of the judge's own variants.
+    (tmp_path / "w.json").write_text('{"pch_wanted": ["cpp-O3", "../../etc", "cuda", 7]}')
+    assert _read_report(tmp_path / "w.json")["pch_wanted"] == ["cpp-O3", "cuda"]
 
 
 @pytest.fixture
@@ -71,6 +83,47 @@ def test_a_build_directory_of_the_solutions_own_is_replaced_by_the_default(loade
     cpp_extension.load("ext", ["a.cpp"], build_directory="/tmp/own", verbose=False)
     cpp_extension.load_inline("ext", "int x;")
     assert seen == [{"functions": ["f"]}, {"verbose": False}, {}]
+
+
+def test_the_build_stage_reads_the_precompiled_header_whose_settings_match(loaders, monkeypatch):
+    seen = []
+    monkeypatch.setattr(
+        cpp_extension,
+        "load_inline",
+        lambda name, cpp_sources, cuda_sources=None, extra_cflags=None, with_cuda=None: seen.append(
+            extra_cflags
+        ),
+    )
+    monkeypatch.setattr(
+        cpp_extension,
+        "load",
+        lambda name, sources, extra_cflags=None, with_cuda=None: seen.append(extra_cflags),
+    )
+    variants = {name: [c, list(f)] for name, (c, f) in pch.INLINE_VARIANTS.items()}
+    table = {"variants": variants, "dirs": {"cpp-O3-openmp": "/pch/a", "cuda": "/pch/b"}}
+    monkeypatch.setenv(pch.INLINE_PCH_ENV, json.dumps(table))
+    wanted = _precompiled_headers()
+    cpp_extension.load_inline("e", "int x;", extra_cflags=["-O3", "-fopenmp"])
+    cpp_extension.load_inline("e", "int x;", cuda_sources="__global__ void k() {}")
+    cpp_extension.load_inline("e", "int x;", extra_cflags=[""])  # KernelBench's: none
+    cpp_extension.load_inline("e", "int x;", extra_cflags=["-O3", "-ffast-math"])
+    cpp_extension.load("e", ["k.cu", "b.cpp"], extra_cflags=["-O3"])
+    assert seen == [
+        ["-O3", "-fopenmp", "-I/pch/a", "-Winvalid-pch"],
+        ["-I/pch/b", "-Winvalid-pch"],
+        [""],  # "cpp": not made yet
+        ["-O3", "-ffast-math"],  # no variant: no header
+        ["-O3"],  # "cuda-O3": not made yet
+    ]
+    assert wanted == {"cpp-O3-openmp", "cuda", "cpp", "cuda-O3"}
+    assert pch.INLINE_PCH_ENV not in os.environ  # read once, not left for others
+
+
+def test_without_the_judges_table_the_build_stage_changes_nothing(loaders, monkeypatch):
+    monkeypatch.delenv(pch.INLINE_PCH_ENV, raising=False)
+    before = cpp_extension.load_inline
+    assert _precompiled_headers() == set()
+    assert cpp_extension.load_inline is before
 
 
 def test_runner_imports_a_prebuilt_library_and_refuses_to_compile(tmp_path, guarded):
@@ -119,3 +172,41 @@ def test_a_load_inline_solution_is_built_once_and_loaded_without_compiling(tmp_p
     # The second build stage is a cache hit; neither load compiled anything.
     assert again.stage_times_s["build.inline"] < 1.0 < first.stage_times_s["build.inline"]
     assert first.stage_times_s["candidate.load"] < 30
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not pch.is_gcc("c++"), reason="precompiled headers are made with GCC")
+def test_a_load_inline_build_after_the_first_reads_the_precompiled_header(tmp_path):
+    import subprocess
+
+    config = JudgeConfig(device="cpu", cache_dir=tmp_path / "cache", precompiled_header=True)
+    builds = []
+    for k in range(2):
+        root = tmp_path / f"s{k}"
+        root.mkdir()
+        _solution(root, f"gated_pch_{k}_{os.urandom(4).hex()}")
+        source = (root / "model_new.py").read_text()
+        built = build_inline(root, source, config, None, tmp_path / f"work{k}")
+        assert built.extensions_dir and built.complete, built.error
+        builds.append(tmp_path / f"work{k}")
+    # The first build asked for its variant (-O3 -fopenmp); the judge made it from torch's own
+    # flags, in the cache, not from the sandbox's build.ninja.
+    gch = list((tmp_path / "cache" / "pch").glob("*/torch/extension.h.gch"))
+    assert len(gch) == 1
+    directory = gch[0].parent.parent
+    assert (directory / "probe" / "build.ninja").is_file()
+    # The second build's C++ compile read it: its build.ninja has -I DIR, and GCC takes the
+    # .gch with that compile's flags.
+    (ninja,) = builds[1].glob("scratch/torch_extensions/*/build.ninja")
+    text = ninja.read_text()
+    assert f"-I{directory}" in text
+    command = pch.compile_command(text, tmp_path / "check.gch")
+    cflags = command[1 : command.index("-x")]
+    main = next(ninja.parent.glob("main.cpp"))
+    check = subprocess.run(
+        [command[0], *cflags, "-Winvalid-pch", "-fsyntax-only", str(main)],
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0, check.stderr[-2000:]
+    assert "not used because" not in check.stderr and "invalid" not in check.stderr.lower()

@@ -90,8 +90,17 @@ def test_a_cold_build_after_the_first_uses_the_precompiled_header(tmp_path):
     gch = list((tmp_path / "cache" / "pch").glob("*/torch/extension.h.gch"))
     assert len(gch) == 1
 
+    # The link to the real header beside the .gch: a second include of it must find it.
+    assert (gch[0].parent / "extension.h").resolve().is_file()
+
     # Other file names: a new incremental lineage, so a cold build through torch; it gets -I.
-    cold = build_kernels(workspace(tmp_path / "other", "k2", "b2", "3.0f"), config)
+    # Its binding includes torch/extension.h twice (a header of its own including it again):
+    # the .gch serves the first, the real header (#pragma once) the second.
+    other = workspace(tmp_path / "other", "k2", "b2", "3.0f")
+    (other / "common.h").write_text("#pragma once\n#include <torch/extension.h>\n")
+    binding = other / "b2.cpp"
+    binding.write_text(binding.read_text() + '#include "common.h"\n')
+    cold = build_kernels(other, config)
     assert cold.ok, cold.errors
     assert "not used because" not in cold.log  # -Winvalid-pch: GCC took the .gch
     ninja = next((tmp_path / "cache" / "incremental").glob("*/slot*/build/build.ninja"))
