@@ -122,7 +122,7 @@ def build_inline(
         complete = result.get("error") is None
         built = _collect(work / "scratch" / "torch_extensions", entry / "extensions")
         if built:
-            _make_wanted_pch(config, headers, result.get("pch_wanted", []))
+            _make_wanted_pch(config, arch, headers, result.get("pch_wanted", []))
         if not built:
             shutil.rmtree(entry, ignore_errors=True)
             return InlineBuild(complete=complete, duration_s=time.monotonic() - start)
@@ -146,7 +146,7 @@ def _pch_dirs(config: JudgeConfig) -> dict[str, str]:
     return dirs
 
 
-def _make_wanted_pch(config: JudgeConfig, present: dict, wanted: list) -> None:
+def _make_wanted_pch(config: JudgeConfig, arch: str | None, present: dict, wanted: list) -> None:
     """Make the variants the stage matched and lacked.
 
     Its report is untrusted: it can only pick among INLINE_VARIANTS, each made here from
@@ -158,7 +158,7 @@ def _make_wanted_pch(config: JudgeConfig, present: dict, wanted: list) -> None:
     for variant in pch.INLINE_VARIANTS:
         if variant in wanted and variant not in present:
             directory = pch.inline_pch_dir(config.resolved_cache_dir, variant, toolchain)
-            log.info(pch.make_inline_pch(directory, variant, config.build_timeout_s))
+            log.info(pch.make_inline_pch(directory, variant, config.build_timeout_s, arch))
 
 
 def _run_stage(

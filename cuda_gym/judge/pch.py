@@ -163,19 +163,21 @@ def write_probe_ninja(directory: Path, variant: str) -> Path:
     return directory / "build.ninja"
 
 
-def make_inline_pch(directory: Path, variant: str, timeout_s: float) -> str:
+def make_inline_pch(directory: Path, variant: str, timeout_s: float, arch: str | None) -> str:
     """Make the .gch of load_inline builds of `variant` in DIR, once; a line for the log.
 
     A caller that finds it being made goes on without waiting (the builds meanwhile simply
-    parse the headers). Failures are reported, never raised.
+    parse the headers). Failures are reported, never raised. The probe sees no GPU (`arch`,
+    the judge's GPU architecture, stands in for asking one).
     """
     probe = directory / "probe"
+    env = python_child_env(LC_ALL="C", LANG="C", CUDA_VISIBLE_DEVICES="")
+    if arch:
+        env["TORCH_CUDA_ARCH_LIST"] = arch
 
     def command(output: Path) -> list[str] | None:
         proc = run_process(
-            [sys.executable, "-c", _PROBE, str(probe), variant],
-            timeout_s=timeout_s,
-            env=python_child_env(LC_ALL="C", LANG="C"),
+            [sys.executable, "-c", _PROBE, str(probe), variant], timeout_s=timeout_s, env=env
         )
         ninja = probe / "build.ninja"
         if not proc.ok or not ninja.is_file():
