@@ -632,6 +632,24 @@ class Runner:
         ]
 
 
+def _with_arguments(load, edit):
+    """`load` (a torch extension loader) whose bound arguments pass through `edit` first."""
+    import inspect
+
+    signature = inspect.signature(load)
+
+    @functools.wraps(load)
+    def wrapped(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            return load(*args, **kwargs)  # let torch word the error
+        edit(bound)
+        return load(*bound.args, **bound.kwargs)
+
+    return wrapped
+
+
 def _default_build_directories(torch) -> None:
     """Build and look up every torch extension under TORCH_EXTENSIONS_DIR/<name>.
 
@@ -640,29 +658,17 @@ def _default_build_directories(torch) -> None:
     different temp directories, so the runner would look where the build stage never built;
     under the default directory both meet, and the judge collects what the build stage built.
     """
-    import inspect
-
     from torch.utils import cpp_extension
 
-    def without_build_directory(load):
-        signature = inspect.signature(load)
-
-        @functools.wraps(load)
-        def wrapped(*args, **kwargs):
-            try:
-                bound = signature.bind(*args, **kwargs)
-            except TypeError:
-                return load(*args, **kwargs)  # let torch word the error
-            bound.arguments.pop("build_directory", None)
-            for param in signature.parameters.values():
-                if param.kind is param.VAR_KEYWORD:
-                    bound.arguments.get(param.name, {}).pop("build_directory", None)
-            return load(*bound.args, **bound.kwargs)
-
-        return wrapped
+    def without_build_directory(bound) -> None:
+        bound.arguments.pop("build_directory", None)
+        for param in bound.signature.parameters.values():
+            if param.kind is param.VAR_KEYWORD:
+                bound.arguments.get(param.name, {}).pop("build_directory", None)
 
     for name in ("load", "load_inline"):
-        setattr(cpp_extension, name, without_build_directory(getattr(cpp_extension, name)))
+        loader = getattr(cpp_extension, name)
+        setattr(cpp_extension, name, _with_arguments(loader, without_build_directory))
 
 
 def _precompiled_headers() -> set:
@@ -673,8 +679,6 @@ def _precompiled_headers() -> set:
     `#include <torch/extension.h>`, or parses the header when the .gch does not fit). Returns
     the set the matched variants' names are added to: the judge makes those it lacks.
     """
-    import inspect
-
     from torch.utils import cpp_extension
 
     wanted: set = set()
@@ -699,28 +703,21 @@ def _precompiled_headers() -> set:
             None,
         )
 
-    def with_header(load, inline: bool):
-        signature = inspect.signature(load)
-
-        @functools.wraps(load)
-        def wrapped(*args, **kwargs):
-            try:
-                bound = signature.bind(*args, **kwargs)
-            except TypeError:
-                return load(*args, **kwargs)  # let torch word the error
-            name = matched(bound.arguments, inline)
-            if name is not None:
-                wanted.add(name)
-                if name in dirs:
-                    flags = list(bound.arguments.get("extra_cflags") or [])
-                    bound.arguments["extra_cflags"] = [*flags, f"-I{dirs[name]}", "-Winvalid-pch"]
-            return load(*bound.args, **bound.kwargs)
-
-        return wrapped
+    def with_header(bound, inline: bool) -> None:
+        name = matched(bound.arguments, inline)
+        if name is not None:
+            wanted.add(name)
+            if name in dirs:
+                flags = list(bound.arguments.get("extra_cflags") or [])
+                bound.arguments["extra_cflags"] = [*flags, f"-I{dirs[name]}", "-Winvalid-pch"]
 
     if variants:
-        cpp_extension.load = with_header(cpp_extension.load, inline=False)
-        cpp_extension.load_inline = with_header(cpp_extension.load_inline, inline=True)
+        cpp_extension.load = _with_arguments(
+            cpp_extension.load, lambda bound: with_header(bound, inline=False)
+        )
+        cpp_extension.load_inline = _with_arguments(
+            cpp_extension.load_inline, lambda bound: with_header(bound, inline=True)
+        )
     return wanted
 
 
