@@ -4,9 +4,9 @@ The trusted driver times each call of the candidate's runner on the host clock, 
 the call to the runner's "done", and subtracts empty calls measured before the runner has a
 CUDA context. On the H200 fast kernels still read 0.27-0.52 ms above their own CUDA-event time
 (`results/timing_fidelity_h200.json`, `legit_speedups_422c7ac`). This separates the suspects
-with two bare processes and no judge: a parent (the driver's part: an L2 flush of its own on its
-stream, or none, then the call) and a child with its own CUDA context (the runner's part), over
-a Unix socket polled on both sides as the driver and runner poll. What the child does per call:
+with two bare processes and no judge: a parent (the driver's part: GPU work of its own before
+the call, `_preludes`) and a child with its own CUDA context (the runner's part), over a Unix
+socket polled on both sides as the driver and runner poll. What the child does per call:
 
 - `idle`: answers at once (what the judge's empty calls measure now);
 - `sync`: synchronises its idle context, then answers;
@@ -14,11 +14,12 @@ a Unix socket polled on both sides as the driver and runner poll. What the child
 - `kernel`: launches a ~1 ms kernel between two CUDA events, synchronises, answers with the
   events' time.
 
-Printed per condition and flush: the host median; for `kernel`, the host median minus the
+Printed per prelude and condition: the host median; for `kernel`, the host median minus the
 events' median minus `idle`'s host median: what the judge's timer would count beyond the GPU's
-time. If `tiny - idle` matches it, one empty call that launches a kernel after the flush would
-carry the GPU's switch from the driver's context to the runner's, and subtracting it would close
-the gap.
+time. At 071d0c0 on the H200, after the flush, `tiny - idle` (0.161 ms) matched it (0.174 ms),
+and both were 0.03 ms with no prelude: the GPU's switch from the driver's busy context to the
+runner's. The other preludes tell whether the switch costs the same after any work of the
+driver's, after a pause, or only after writing the flush.
 
     python -m benchmarks.cross_process_call --calls 200 --out FILE.json
 
@@ -133,34 +134,58 @@ class Child:
         self.proc.wait(timeout=30)
 
 
-def _flusher(device: str):
-    """The driver's part before a call: its L2 flush on its own stream, synchronised."""
+def _preludes(device: str) -> dict:
+    """The driver's part before a call, by name: GPU work of its own, synchronised, or none.
+
+    - `none`: nothing;
+    - `flush`: its L2 flush (a 512 MiB fill on its own stream, as the judge's);
+    - `flush_gap`: the flush, then 1 ms with the GPU idle before the call;
+    - `read_flush`: the L2 flushed by reading 512 MiB (the cache left holding clean lines);
+    - `tiny`: one tiny kernel of its own (its context busy last, nearly no memory touched).
+    """
+    preludes = {"none": None}
     if device != "cuda":
-        return None
+        return preludes
     import torch
 
     buf = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    total = torch.empty((), dtype=torch.int64, device="cuda")
+    small = torch.zeros(1, device="cuda")
     stream = torch.cuda.Stream()
 
-    def flush() -> None:
-        with torch.cuda.stream(stream):
-            buf.zero_()
-        torch.cuda.synchronize()
+    def on_stream(work):
+        def run() -> None:
+            with torch.cuda.stream(stream):
+                work()
+            torch.cuda.synchronize()
 
-    return flush
+        return run
+
+    flush = on_stream(buf.zero_)
+
+    def flush_gap() -> None:
+        flush()
+        end = time.perf_counter() + 1e-3
+        while time.perf_counter() < end:
+            pass
+
+    preludes["flush"] = flush
+    preludes["flush_gap"] = flush_gap
+    preludes["read_flush"] = on_stream(lambda: torch.sum(buf, dtype=torch.int64, out=total))
+    preludes["tiny"] = on_stream(lambda: small.add_(1))
+    return preludes
 
 
 def measure(device: str, calls: int, warmup: int = 20) -> dict:
-    """Per condition and flush ("flush" / "no_flush"): host and event medians, in ms."""
+    """Per prelude of the driver's: host and event medians of each condition, in ms."""
     conditions = CONDITIONS if device == "cuda" else ("idle",)
-    flush = _flusher(device)
-    flushes = (("flush", flush), ("no_flush", None)) if flush else (("no_flush", None),)
+    preludes = _preludes(device)
     child = Child(device)
-    host = {(c, f): [] for c in conditions for f, _ in flushes}
-    events = {(c, f): [] for c in conditions for f, _ in flushes}
+    host = {(c, p): [] for c in conditions for p in preludes}
+    events = {(c, p): [] for c in conditions for p in preludes}
     try:
         for k in range(warmup + calls):  # the conditions interleaved: drift hits all alike
-            for name, fn in flushes:
+            for name, fn in preludes.items():
                 for condition in conditions:
                     if fn is not None:
                         fn()
@@ -172,7 +197,7 @@ def measure(device: str, calls: int, warmup: int = 20) -> dict:
     finally:
         child.close()
     out: dict = {}
-    for name, _ in flushes:
+    for name in preludes:
         row = {c: round(statistics.median(host[(c, name)]), 4) for c in conditions}
         if "kernel" in conditions and events[("kernel", name)]:
             event_ms = statistics.median(events[("kernel", name)])

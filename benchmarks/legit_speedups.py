@@ -53,6 +53,7 @@ def judge_case(judge, case, device: str) -> dict:
         "empty_call_ms": timing.get("round_trip_ms"),
         "finish_ms": timing.get("finish_ms"),
         "runner_event_ms": timing.get("runner_event_ms"),
+        "runner_trace_ms": timing.get("runner_trace_ms"),
         "spread": timing.get("spread"),
         "seconds": round(time.monotonic() - start, 1),
     }
@@ -87,7 +88,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--trace-events",
         action="store_true",
-        help="also report forward's time by the runner's own CUDA events (diagnostics)",
+        help="also report forward's time by the runner's own CUDA events, and where each call's "
+        "host time went (diagnostics)",
     )
     args = parser.parse_args(argv)
     if args.trace_events:

@@ -65,6 +65,8 @@ ROUND_TRIP_CALLS = 20
 # Set to 1: timed calls also ask the runner for forward's time between its own CUDA events,
 # reported as TimingStats.runner_event_ms to compare with the host clock (never scored).
 TRACE_EVENTS_ENV = "CUDA_GYM_TRACE_EVENTS"
+# A traced call's host time, split at the runner's marks (TimingStats.runner_trace_ms).
+TRACE_SEGMENTS = ("to_runner", "before_forward", "forward_host", "synchronise", "to_done")
 # On CUDA driver and runner poll this long for each other's next message before sleeping: a
 # sleeping process's wake-up (0.1-0.3 ms on the H200) would otherwise count in calls of 1 ms.
 SPIN_S = 0.02
@@ -114,6 +116,7 @@ class Served:
         self.transport_ms = 0.0  # an empty call's round trip (measure_transport)
         self.trace_events = device == "cuda" and os.environ.get(TRACE_EVENTS_ENV) == "1"
         self.event_ms: list[float] = []  # the runner's own figures of traced calls
+        self.trace: list[list[float]] = []  # their host time by segment, ms (TRACE_SEGMENTS)
 
     def _share(self, message: dict, fds: tuple[int, ...]) -> None:
         self.link.send(message, fds)
@@ -188,7 +191,20 @@ class Served:
         outputs, _ = self._finish(reply)
         if reply.event_ms is not None:
             self.event_ms.append(reply.event_ms)
+        if reply.marks is not None and len(reply.marks) == len(TRACE_SEGMENTS) - 1:
+            sent = self.link.sent_at
+            points = [sent, *reply.marks, sent + to_done_s]
+            self.trace.append([1e3 * (b - a) for a, b in zip(points, points[1:])])
         return outputs, to_done_s * 1e3, flush_ms, finish_s * 1e3
+
+    def trace_ms(self) -> dict[str, float] | None:
+        """Medians of the traced calls' host time by segment (TRACE_SEGMENTS); None untraced."""
+        if not self.trace:
+            return None
+        return {
+            name: statistics.median(row[k] for row in self.trace)
+            for k, name in enumerate(TRACE_SEGMENTS)
+        }
 
     def measure_transport(self, limit_s: float | None, banned: bool = False) -> None:
         """Time empty calls into the runner before it loads anything: `transport_ms`.
@@ -537,6 +553,7 @@ class Driver:
             k += 1
         host, flushes, finishes, kept = [], [], [], []
         served.event_ms.clear()  # the timed calls' only
+        served.trace.clear()
         for n in range(runs):
             seed = secrets.randbits(62)
             inputs = make_inputs(self.task, seed, self.device, "as_is")
@@ -567,6 +584,7 @@ class Driver:
             warmup_calls=k,
             rechecked_calls=len(kept),
             runner_event_ms=statistics.median(served.event_ms) if served.event_ms else None,
+            runner_trace_ms=served.trace_ms(),
         )
         return stats, kept
 

@@ -237,6 +237,12 @@ class TimingStats:
         runner_event_ms: Diagnostics only (CUDA_GYM_TRACE_EVENTS=1): the median of the
             runner's own CUDA-event times of forward in the timed calls. Reported by the
             process that ran the code, so never scored; None when not traced.
+        runner_trace_ms: Diagnostics only, with `runner_event_ms`: medians of where a timed
+            call's host time went, from the runner's host clock (CallReply.marks) and the
+            driver's: "to_runner" (sending until the runner's call starts), "before_forward"
+            (placing inputs, census, seeding), "forward_host" (forward's launches, until it
+            returned), "synchronise" (waiting for the GPU), "to_done" (until the driver read
+            "done"). Never scored; None when not traced.
     """
 
     median_ms: float
@@ -254,6 +260,7 @@ class TimingStats:
     rechecked_calls: int
     finish_ms: float = 0.0
     runner_event_ms: float | None = None
+    runner_trace_ms: dict[str, float] | None = None
 
 
 @dataclass
@@ -440,6 +447,9 @@ class CallReply:
         event_ms: Diagnostics only, for a call that asked for it (CUDA_GYM_TRACE_EVENTS=1):
             forward's time between the runner's own CUDA events. The candidate's own figure:
             never scored.
+        marks: Diagnostics only, with `event_ms`: the runner's host clock (CLOCK_MONOTONIC,
+            seconds) at the call's start, before forward, after forward returned, and after
+            its synchronisation. Never scored.
     """
 
     call_id: int
@@ -449,3 +459,4 @@ class CallReply:
     own_calls: int
     profile_rows: list[list[str | int | float]] = field(default_factory=list)
     event_ms: float | None = None
+    marks: list[float] | None = None

@@ -463,6 +463,7 @@ class Runner:
 
     def call(self, req: dict, fds: list) -> dict:
         """Serve one CallRequest; the CallReply."""
+        started_at = time.perf_counter()
         torch = self.torch
         reply = empty_reply(req["call_id"])
         if self.device == "cuda":
@@ -480,15 +481,20 @@ class Runner:
         threads_before = _thread_ids()
         own_before = self.own_calls.count if self.own_calls else 0
         events = self._events() if req.get("events") is True else None
+        marks = [started_at] if events else None
         try:
             self._seed(req["forward_seed"])
             if events:
+                marks.append(time.perf_counter())
                 events[0].record()
             with torch.no_grad(), self._guard(req.get("count_own_calls", False)):
                 out = self.model(*args)
             if events:
                 events[1].record()
+                marks.append(time.perf_counter())
             self._sync()
+            if events:
+                marks.append(time.perf_counter())
         except BaseException as exc:  # the candidate's failure: reported, the runner goes on
             reply["error"] = _short_traceback(exc)
             reply["violations"] = self._violations()
@@ -504,6 +510,7 @@ class Runner:
         self._sync()
         if events:
             reply["event_ms"] = events[0].elapsed_time(events[1])
+            reply["marks"] = marks
         if started:
             time.sleep(0.05)
             if started - _thread_ids():

@@ -225,7 +225,7 @@ class RunnerLink:
         with the CallReply alone (its "done" time is then the reply's).
         """
         data = self._encode(message)
-        start = time.perf_counter()
+        start = self.sent_at = time.perf_counter()
         self._send(data, fds)
         data = self.receive(limit_s)
         done = time.perf_counter()

@@ -29,6 +29,10 @@ class _FakeServed:
         self.call_s = call_s
         self.timed = 0
         self.event_ms: list = []  # never traced
+        self.trace: list = []
+
+    def trace_ms(self):
+        return None
 
     typical_call_s = Served.typical_call_s
 

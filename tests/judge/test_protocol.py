@@ -32,6 +32,7 @@ def test_a_well_formed_reply_decodes():
     assert got == CallReply(3, None, [], [None, 1.5], 1, [])
     assert got.event_ms is None  # only a traced call's reply carries the runner's event time
     assert decode(CallReply, reply(event_ms=0.93)).event_ms == 0.93
+    assert decode(CallReply, reply(marks=[1.0, 1.5, 2.0, 2.5])).marks == [1.0, 1.5, 2.0, 2.5]
 
 
 @pytest.mark.parametrize(
@@ -43,6 +44,7 @@ def test_a_well_formed_reply_decodes():
         {"values": [object.__name__, {}]},
         {"extra": 1},
         {"event_ms": "0.93"},
+        {"marks": ["1.0"]},
     ],
 )
 def test_a_reply_with_other_types_or_fields_is_refused(bad):
@@ -67,4 +69,6 @@ def test_json_text_and_nested_dataclasses_round_trip():
 def test_integers_are_accepted_where_floats_are_declared():
     fields = {f.name: 1 for f in dataclasses.fields(TimingStats)}
     fields["side_work"] = False
-    assert decode(TimingStats, fields).median_ms == 1.0
+    fields["runner_trace_ms"] = {"to_runner": 1}
+    got = decode(TimingStats, fields)
+    assert got.median_ms == 1.0 and got.runner_trace_ms == {"to_runner": 1.0}
