@@ -18,8 +18,10 @@ Printed per prelude and condition: the host median; for `kernel`, the host media
 events' median minus `idle`'s host median: what the judge's timer would count beyond the GPU's
 time. At 071d0c0 on the H200, after the flush, `tiny - idle` (0.161 ms) matched it (0.174 ms),
 and both were 0.03 ms with no prelude: the GPU's switch from the driver's busy context to the
-runner's. The other preludes tell whether the switch costs the same after any work of the
-driver's, after a pause, or only after writing the flush.
+runner's. The other preludes (2026-12-04): it costs the same (0.155-0.168 ms) after a tiny
+kernel of the driver's, after a read-only flush, and after the flush and 1 ms idle; so any GPU
+work of another process since the runner's last makes the GPU switch
+(`results/timing_fidelity_h200.json`, `cross_process_call_preludes`).
 
     python -m benchmarks.cross_process_call --calls 200 --out FILE.json
 
@@ -171,7 +173,7 @@ def _preludes(device: str) -> dict:
 
     preludes["flush"] = flush
     preludes["flush_gap"] = flush_gap
-    preludes["read_flush"] = on_stream(lambda: torch.sum(buf, dtype=torch.int64, out=total))
+    preludes["read_flush"] = on_stream(lambda: total.copy_(torch.sum(buf, dtype=torch.int64)))
     preludes["tiny"] = on_stream(lambda: small.add_(1))
     return preludes
 
