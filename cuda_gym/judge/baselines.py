@@ -47,7 +47,7 @@ def baseline_key(task_hash: str, info: DeviceInfo, config: JudgeConfig) -> str:
         "tf32-off",
         "rotating-inputs",
         "l2-flush-persisting-off",
-        "driver-done-finish-fresh-inputs-polled-empty-call-steps",
+        "driver-done-finish-fresh-inputs-polled-empty-call-steps-fastest-finish-min",
     ]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 

@@ -11,7 +11,7 @@ call:
 - computes the reference's outputs and compares (strict mode against float64), checks the
   inputs against its pristine copy, and the repeat of trial 0 for determinism;
 - times each call on the host clock from go to the runner's "done" (forward returned and
-  synchronised), minus the median of empty calls taken through the same steps
+  synchronised), minus the fastest of empty calls taken through the same steps
   (`Served.measure_transport`), and the rest of the call (checks, outputs handed over) apart,
   for the judge to compare with the baselines'; warm-up and timed call counts are random,
   and a random, unannounced subset of timed calls is re-checked against the reference;
@@ -113,7 +113,7 @@ class Served:
         self.own_calls = 0
         self.expected: list = []  # a baseline's: the reference's outputs on its first inputs
         self.call_s: list[float] = []  # the untimed calls' round trips, seconds
-        self.transport_ms = 0.0  # an empty call's round trip (measure_transport)
+        self.transport_ms = 0.0  # the fastest empty call's round trip (measure_transport)
         self.trace_events = device == "cuda" and os.environ.get(TRACE_EVENTS_ENV) == "1"
         self.event_ms: list[float] = []  # the runner's own figures of traced calls
         self.trace: list[list[float]] = []  # their host time by segment, ms (TRACE_SEGMENTS)
@@ -210,10 +210,15 @@ class Served:
         """Time empty calls into the runner before it loads anything: `transport_ms`.
 
         An empty call goes through a call's steps up to "done" with nothing in forward (the
-        fallback ban's guard too when `banned`); its median time is subtracted from every timed
-        call. Measured here, while the runner holds no code of the candidate's, nothing in it
-        can stall these calls (a thread holding the GIL, say) to make every timed call look
-        faster by the stall.
+        fallback ban's guard too when `banned`); the fastest one's time is subtracted from
+        every timed call. Measured here, while the runner holds no code of the candidate's,
+        nothing in it can stall these calls (a thread holding the GIL, say) to make every timed
+        call look faster by the stall.
+
+        The fastest, not the median: the runner starts while others may be starting or building
+        beside it, and a busy host slows these calls, never speeds them up. A median taken then
+        was subtracted in full from calls timed later on a quiet host, and a microsecond
+        kernel's calls could read 0 ms.
         """
         trips = []
         for k in range(ROUND_TRIP_CALLS):
@@ -221,7 +226,7 @@ class Served:
             # Timed as a call is timed: from sending it to its "done".
             _, trip_s, _ = self.link.timed_call(message, (), limit_s)
             trips.append(trip_s * 1e3)
-        self.transport_ms = statistics.median(trips)
+        self.transport_ms = min(trips)
 
     @staticmethod
     def flush_alone_ms(flush) -> float:
@@ -577,6 +582,7 @@ class Driver:
             host_median_ms=statistics.median(host),
             round_trip_ms=round_trip,
             finish_ms=statistics.median(finishes),
+            finish_min_ms=min(finishes),
             flush_ms=flush_alone,
             flush_excess_ms=flush_excess,
             side_work=flush_excess > FLUSH_OVERLAP_FACTOR * flush_alone + FLUSH_SLACK_MS,

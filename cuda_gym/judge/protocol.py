@@ -225,7 +225,7 @@ class TimingStats:
         max_ms: Slowest call, same correction.
         spread: (p90 - p10) / median of the corrected times.
         host_median_ms: Median of go -> "done", uncorrected.
-        round_trip_ms: Median of an empty call measured the same way (subtracted).
+        round_trip_ms: The fastest of the empty calls measured the same way (subtracted).
         flush_ms: On CUDA, the driver's L2 flush alone (median); 0 on the CPU.
         flush_excess_ms: Median flush time during the timed calls minus `flush_ms`.
         side_work: The flush before calls ran slower than alone: other work was on the GPU.
@@ -234,6 +234,8 @@ class TimingStats:
         rechecked_calls: Timed calls whose outputs were compared with the reference.
         finish_ms: Median time from the runner's "done" to its reply (output checks, the
             outputs handed over): not in the time; a candidate's beyond its baselines' is.
+        finish_min_ms: The fastest call's finish: a busy host only slows a finish, so the
+            fastest ones of two runs compare even when one ran under load.
         runner_event_ms: Diagnostics only (CUDA_GYM_TRACE_EVENTS=1): the median of the
             runner's own CUDA-event times of forward in the timed calls. Reported by the
             process that ran the code, so never scored; None when not traced.
@@ -259,6 +261,7 @@ class TimingStats:
     warmup_calls: int
     rechecked_calls: int
     finish_ms: float = 0.0
+    finish_min_ms: float = 0.0
     runner_event_ms: float | None = None
     runner_trace_ms: dict[str, float] | None = None
 

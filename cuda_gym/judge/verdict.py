@@ -105,7 +105,8 @@ class Flag(_NamedEnum):
         CANDIDATE_TIMING: The driver's full timing statistics of the candidate (a TimingStats
             as a dict).
         FINISH_EXCESS_MS: How much longer the candidate's calls took from "done" to their reply
-            than its baselines' (added to its time; see TimingStats.finish_ms).
+            than its baselines', median to median or fastest to fastest, whichever is more
+            (added to its time; see TimingStats.finish_ms).
         DEVICE_PEAK_BYTES: Peak GPU memory ("allocated", "reserved" bytes) by worker role.
         SIDE_WORK: The L2 flush before the timed calls ran slower than alone: other work was on
             the GPU ({"flush_ms", "flush_excess_ms"}).

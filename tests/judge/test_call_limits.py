@@ -1,7 +1,9 @@
-"""How long one call of a runner may take (the driver's per-call limits)."""
+"""How long one call of a runner may take (the driver's per-call limits), and what it costs."""
+
+import pytest
 
 from cuda_gym.judge.config import FIRST_CALL_EXTRA_S
-from cuda_gym.judge.driver import Served
+from cuda_gym.judge.driver import ROUND_TRIP_CALLS, Served
 
 
 def _limits(first_extra_s: float) -> list:
@@ -74,3 +76,25 @@ def test_a_slow_correct_kernel_is_timed_with_fewer_calls():
     assert compiled.runs >= 20 and compiled.warmup_calls >= 3
     glacial = _timed([60.0, 20.0])
     assert glacial.runs == MIN_TIMED_RUNS and glacial.warmup_calls == 1
+
+
+class _TripLink:
+    """Answers empty calls, each taking the next of `trips` (seconds)."""
+
+    def __init__(self, trips: list) -> None:
+        self.trips = list(trips)
+        self.messages: list = []
+
+    def timed_call(self, message, fds, limit_s):
+        self.messages.append(message)
+        return None, self.trips.pop(0), 0.0
+
+
+def test_the_fastest_empty_call_is_subtracted_as_a_busy_host_only_slows_them():
+    trips = [0.0004, 0.0001, 0.0009] + [0.0003] * (ROUND_TRIP_CALLS - 3)
+    link = _TripLink(trips)
+    served = Served(link, "cpu")
+    served.measure_transport(5.0, banned=True)
+    assert served.transport_ms == pytest.approx(0.1)
+    assert len(link.messages) == ROUND_TRIP_CALLS
+    assert all(m["kind"] == "null" and m["banned"] is True for m in link.messages)

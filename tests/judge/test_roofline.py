@@ -167,3 +167,27 @@ def test_work_done_after_saying_done_is_added_to_the_candidates_time():
     honest = Verdict(correct=True)
     Judge._set_speedups(honest, dataclasses.replace(_timing(1.0), finish_ms=0.6), {"eager": eager})
     assert honest.time_ms["candidate"] == 1.0 and honest.flags["finish_excess_ms"] == 0.0
+
+
+def test_a_baseline_finish_slowed_by_a_busy_host_leaves_no_room_to_hide_work():
+    # The baseline's calls were timed while the host was busy: its median finish is slow, its
+    # fastest one is not. A candidate hiding 0.9 ms after "done" in every call is charged by
+    # the fastest ones; one hiding it in most calls (not its fastest) by the medians.
+    import dataclasses
+
+    from cuda_gym.judge.judge import Judge
+
+    eager = {"median_ms": 2.0, "finish_ms": 2.5, "finish_min_ms": 0.6}
+    every = Verdict(correct=True)
+    late = dataclasses.replace(_timing(0.1), finish_ms=1.6, finish_min_ms=1.5)
+    Judge._set_speedups(every, late, {"eager": eager})
+    assert every.flags["finish_excess_ms"] == pytest.approx(0.9)
+    assert every.time_ms["candidate"] == pytest.approx(1.0)
+    quiet = dict(eager, finish_ms=0.7)
+    most = Verdict(correct=True)
+    Judge._set_speedups(most, dataclasses.replace(late, finish_min_ms=0.6), {"eager": quiet})
+    assert most.flags["finish_excess_ms"] == pytest.approx(0.9)
+    honest = Verdict(correct=True)
+    fair = dataclasses.replace(_timing(1.0), finish_ms=0.7, finish_min_ms=0.6)
+    Judge._set_speedups(honest, fair, {"eager": eager})
+    assert honest.time_ms["candidate"] == 1.0 and honest.flags["finish_excess_ms"] == 0.0

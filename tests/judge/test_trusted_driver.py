@@ -69,21 +69,37 @@ def test_a_candidate_cannot_stall_the_round_trip_subtracted_from_its_time(tmp_pa
     assert verdict.flags["candidate_timing"]["round_trip_ms"] < 2.0
 
 
+EARLY_DONE_FORWARD = """
+    def forward(self, x, gate):
+        kernels_ext.{first}(x, gate, self.gate_bias)
+        return kernels_ext.gated_naive(x, gate, self.gate_bias)
+"""
+
+
 def test_work_after_an_early_done_is_charged_to_the_candidate(tmp_path):
-    """The exploit case answers "done" itself before computing and silences the runner's own:
-    its calls' time from "done" to the reply, beyond the baselines', is added to its time."""
+    """The exploit case answers "done" itself before computing and silences the runner's own;
+    here it then runs the slow naive kernel too (tens of ms), all after its "done". Its calls'
+    time from "done" to the reply, beyond the baselines', is added to its time: it is timed as
+    its honest twin (the same kernels, "done" left to the runner), not at a tenth of it."""
     from benchmarks.exploits import SUITE
 
     case = next(c for c in SUITE.load_cases(device="cpu") if c.name == "early_done_cpp")
-    root = SUITE.write_solution(case, "cpu", tmp_path / "solution")
+    roots = {}
+    for first in ("early_done", "gated"):
+        roots[first] = SUITE.write_solution(case, "cpu", tmp_path / first)
+        source = (roots[first] / "model_new.py").read_text()
+        forward = source[source.index("    def forward") :]
+        model_new = source.replace(forward, EARLY_DONE_FORWARD.format(first=first).lstrip("\n"))
+        (roots[first] / "model_new.py").write_text(model_new)
     judge = Judge(JudgeConfig(device="cpu", baselines=("eager",)))
-    verdict = judge.evaluate(builtin_task(case.task).for_device("cpu"), root)
-    assert verdict.correct, verdict.error
-    timing = verdict.flags["candidate_timing"]
-    # Its own window holds none of the work (~2 ms here); the charge does, in its time.
-    assert timing["host_median_ms"] < timing["finish_ms"]
-    assert verdict.flags["finish_excess_ms"] > 0.5
-    assert verdict.time_ms["candidate"] == timing["median_ms"]
+    task = builtin_task(case.task).for_device("cpu")
+    times = {}
+    for first, root in roots.items():
+        verdict = judge.evaluate(task, root)
+        assert verdict.correct, verdict.error
+        times[first] = verdict.time_ms["candidate"]
+    assert times["early_done"] > 0.6 * times["gated"], times
+    assert verdict.flags["finish_excess_ms"] < 0.2 * times["gated"]  # the twin's: no charge
 
 
 def started_at(pid: str) -> float:
