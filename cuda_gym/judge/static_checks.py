@@ -11,6 +11,7 @@ early; the dispatcher ban and the runtime checks are the defence.
 from __future__ import annotations
 
 import ast
+import string
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -80,7 +81,11 @@ ENV_MODULES = frozenset(
 )
 # Code written elsewhere also names build directories, reads environment variables and logs:
 # harmless in the candidate's sandbox (read-only system, a private scratch directory).
-EXTERNAL_MODULES = ENV_MODULES | frozenset("os pathlib tempfile logging json textwrap glob".split())
+# einops only calls tensor methods (seen by the fallback ban); KernelBench's Mamba2 references
+# import it.
+EXTERNAL_MODULES = ENV_MODULES | frozenset(
+    "os pathlib tempfile logging json textwrap glob einops".split()
+)
 ALLOWED_MODULES = {"env": ENV_MODULES, "external": EXTERNAL_MODULES}
 # os functions that start, signal or end processes, or touch file descriptors and identity.
 OS_FORBIDDEN = frozenset(
@@ -157,6 +162,18 @@ _MUTATORS = frozenset(
 _SELF_MUTATORS = _MUTATORS - {"add"} | {"register_buffer", "register_parameter", "register_module"}
 _ARG_CACHES = frozenset({"functools.lru_cache", "functools.cache"})
 _FORWARD_NAMES = frozenset({"forward", "__call__"})
+# Private torch helpers that only do arithmetic on shapes and tuples, which code written from
+# torch's own modules copies (nn.Linear's bias init, nn.Conv3d's kernel-size tuples).
+_PRIVATE_HELPERS = frozenset(
+    "torch.nn.init._calculate_fan_in_and_fan_out torch.nn.init._calculate_correct_fan "
+    "torch.nn.modules.utils._single torch.nn.modules.utils._pair torch.nn.modules.utils._triple "
+    "torch.nn.modules.utils._quadruple torch.nn.modules.utils._ntuple".split()
+)
+# getattr(self..., f"weight_ih_l{k}"): nn.RNN/LSTM/GRU parameters by layer. A name built from
+# one of these prefixes reaches parameters, never anything the rules forbid.
+_PARAMETER_PREFIXES = ("weight", "bias")
+# `self.w = self.w.to(x.device)` in forward: the same value, moved; not state of the calls.
+_MOVES = frozenset({"to", "cuda", "contiguous"})
 
 _MESSAGES = {
     "syntax": "model_new.py does not parse ({error}); fix the syntax.",
@@ -555,15 +572,51 @@ def _bound_names(tree: ast.Module) -> set[str]:
 
 
 def _check_attributes(mod: _Module) -> Iterator[StaticViolation]:
+    formatted = _formatted_self_dicts(mod.tree)
     for node in ast.walk(mod.tree):
         if isinstance(node, ast.Attribute) and node.attr in _ATTRIBUTE_RULES:
-            yield _attribute_violation(node, node.attr)
+            if id(node) not in formatted:
+                yield _attribute_violation(node, node.attr)
         if not isinstance(node, (ast.Attribute, ast.Name)) or id(node) in mod.targets:
             continue
         name = _qualified_name(node, mod.aliases)
         rule = name and _name_rule(name, mod.allow_streams)
         if rule:
             yield _at(node, rule, name=name)
+
+
+def _formatted_self_dicts(tree: ast.Module) -> set[int]:
+    """The `self.__dict__` nodes that only fill a literal's plain fields into a string.
+
+    `"{eps}, momentum={momentum}".format(**self.__dict__)`: nn.BatchNorm's extra_repr.
+    """
+    found = set()
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "format"
+            and isinstance(node.func.value, ast.Constant)
+            and isinstance(node.func.value.value, str)
+        ):
+            continue
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(node.func.value.value) if f]
+        except ValueError:
+            continue
+        if not all(f.isidentifier() for f in fields):
+            continue  # "{x.attr}" or "{x[k]}" would reach further than the values
+        for keyword in node.keywords:
+            value = keyword.value
+            if (
+                keyword.arg is None
+                and isinstance(value, ast.Attribute)
+                and value.attr == "__dict__"
+                and isinstance(value.value, ast.Name)
+                and value.value.id == "self"
+            ):
+                found.add(id(value))
+    return found
 
 
 def _attribute_violation(node: ast.AST, attr: str) -> StaticViolation:
@@ -573,8 +626,11 @@ def _attribute_violation(node: ast.AST, attr: str) -> StaticViolation:
 
 
 def _is_private(name: str) -> bool:
-    """A torch path with a private component (`torch._C`, `x._internal`), dunders excepted."""
-    return any(
+    """A torch path with a private component (`torch._C`, `x._internal`).
+
+    Dunders and _PRIVATE_HELPERS excepted.
+    """
+    return name not in _PRIVATE_HELPERS and any(
         part.startswith("_") and not (part.startswith("__") and part.endswith("__"))
         for part in name.split(".")[1:]
     )
@@ -629,12 +685,38 @@ def _check_builtin_call(node: ast.Call, name: str, mod: _Module) -> Iterator[Sta
         yield _at(node, "dynamic_code", "type3")
     elif name in _ATTR_FUNCTIONS:
         attr = node.args[1] if len(node.args) > 1 else None
+        if name == "getattr" and attr is not None and _parameter_name(node.args[0], attr):
+            return
         if not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)):
             yield _at(node, "dynamic_code", "attr_name", name)
         elif attr.value in _ATTRIBUTE_RULES:
             yield _attribute_violation(node, attr.value)
         elif _qualified_name(node.args[0], mod.aliases) is not None:
             yield _at(node, "dynamic_code", "attr_module", name)
+
+
+def _parameter_name(owner: ast.AST, attr: ast.AST) -> bool:
+    """Whether getattr(owner, attr) reads a parameter of self by a built name.
+
+    The name starts with a literal in _PARAMETER_PREFIXES: f"weight_ih_l{k}",
+    "weight_hh_l" + s, "bias_ih_l%d" % k.
+    """
+    root = _root(owner)
+    if not (isinstance(root, ast.Name) and root.id == "self"):
+        return False
+    if isinstance(attr, ast.JoinedStr) and attr.values:
+        head = attr.values[0]
+    elif isinstance(attr, ast.BinOp) and isinstance(attr.op, (ast.Add, ast.Mod)):
+        head = attr.left
+        while isinstance(head, ast.BinOp) and isinstance(head.op, ast.Add):
+            head = head.left
+    else:
+        return False
+    return (
+        isinstance(head, ast.Constant)
+        and isinstance(head.value, str)
+        and head.value.startswith(_PARAMETER_PREFIXES)
+    )
 
 
 def _check_stores(mod: _Module) -> Iterator[StaticViolation]:
@@ -681,8 +763,18 @@ def _check_state(mod: _Module) -> Iterator[StaticViolation]:
 def _check_mutable_defaults(
     fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda,
 ) -> Iterator[StaticViolation]:
-    """A dict/list/set default argument is shared by every call: a cache in disguise."""
+    """A dict/list/set default argument is shared by every call: a cache in disguise.
+
+    A list of constants as a default of `__init__` is a reference's own signature
+    (`depths=[2, 2, 6, 2]` in KernelBench's Swin models): the module is made once.
+    """
     for default in [*fn.args.defaults, *(d for d in fn.args.kw_defaults if d is not None)]:
+        if (
+            getattr(fn, "name", None) == "__init__"
+            and isinstance(default, ast.List)
+            and all(isinstance(e, ast.Constant) for e in default.elts)
+        ):
+            continue
         mutable = isinstance(default, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp))
         if isinstance(default, ast.Call) and isinstance(default.func, ast.Name):
             mutable = mutable or default.func.id in {"dict", "list", "set", "defaultdict"}
@@ -738,6 +830,31 @@ def _check_module_mutation(
             yield _at(node, "global_state", "module_state", _code(node))
 
 
+def _moved_attributes(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[int]:
+    """The targets of `self.w = self.w.to(...)` (or .cuda(), .contiguous()).
+
+    One attribute re-bound to its own value on another device or in another layout.
+    """
+    found = set()
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target, value = node.targets[0], node.value
+        if (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr in _MOVES
+            and isinstance(value.func.value, ast.Attribute)
+            and isinstance(value.func.value.value, ast.Name)
+            and value.func.value.value.id == target.value.id
+            and value.func.value.attr == target.attr
+        ):
+            found.add(id(target))
+    return found
+
+
 def _check_forward(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[StaticViolation]:
     """Stores and mutating calls on self (or type(self), super()) inside forward."""
     params = [*fn.args.posonlyargs, *fn.args.args]
@@ -745,7 +862,10 @@ def _check_forward(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[Stati
     # A staticmethod forward (torch.autograd.Function) gets a per-call ctx, not self.
     if params and not any(_code(d) == "staticmethod" for d in fn.decorator_list):
         owners.add(params[0].arg)
+    moved = _moved_attributes(fn)
     for node in ast.walk(fn):
+        if id(node) in moved:
+            continue
         if _is_store(node):
             owner = _root(node, through_calls=True)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):

@@ -558,3 +558,121 @@ def test_triton_solutions_are_known_to_compile_at_their_first_call():
     assert not compiles_at_first_call("from .triton import x\n")
     assert not compiles_at_first_call("import triton_helpers\n")
     assert not compiles_at_first_call("def (:\n")
+
+
+# Patterns of public KernelBench solutions that the rules once rejected (2,233 checked: 111 false
+# rejections under "external", of six kinds), each with a near miss that stays rejected.
+HONEST_PATTERNS = {
+    "fan_in_helper": """\
+        import math
+        import torch.nn as nn
+        class ModelNew(nn.Module):
+            def reset_parameters(self):
+                fan_in, _ = nn.init._calculate_fan_in_and_fan_out(self.weight)
+                nn.init.uniform_(self.bias, -1 / math.sqrt(fan_in), 1 / math.sqrt(fan_in))
+        """,
+    "ntuple_helper": """\
+        import torch.nn as nn
+        from torch.nn.modules.utils import _triple
+        class ModelNew(nn.Module):
+            def __init__(self, kernel_size):
+                super().__init__()
+                self.kernel_size = _triple(kernel_size)
+        """,
+    "constant_list_default_of_init": """\
+        import torch.nn as nn
+        class ModelNew(nn.Module):
+            def __init__(self, depths=[2, 2, 6, 2], heads=[3, 6, 12, 24]):
+                super().__init__()
+                self.depths = depths
+        """,
+    "rnn_parameters_by_layer": """\
+        import torch.nn as nn
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                ws = [getattr(self.gru, "weight_ih_l%d" % k) for k in range(2)]
+                ws += [getattr(self, f"weight_hh_l{k}") for k in range(2)]
+                return getattr(self.lstm, "bias_ih_l" + str(0)) + ws[0]
+        """,
+    "batch_norm_extra_repr": """\
+        import torch.nn as nn
+        class ModelNew(nn.Module):
+            def extra_repr(self):
+                return "{num_features}, eps={eps}".format(**self.__dict__)
+        """,
+    "weights_moved_in_forward": """\
+        import torch.nn as nn
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                self.weight = self.weight.to(x.device)
+                self.bias = self.bias.cuda()
+                return x
+        """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HONEST_PATTERNS))
+@pytest.mark.parametrize("rules", ["env", "external"])
+def test_honest_patterns_of_public_solutions_pass(name, rules):
+    assert violations(HONEST_PATTERNS[name], rules=rules) == []
+
+
+def test_einops_is_allowed_for_code_written_elsewhere_only():
+    source = "from einops import rearrange\n"
+    assert violations(source, rules="external") == []
+    assert [rule for rule, _ in violations(source, rules="env")] == ["forbidden_import"]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import torch.nn as nn\nnn.init._no_grad_uniform_(w, 0, 1)\n", [("private_api", 2)]),
+        (
+            "class M:\n    def forward(self, x, memo=[]):\n        return x\n",
+            [("global_state", 2)],
+        ),
+        (
+            "class M:\n    def __init__(self, cache={}, seen=[len]):\n        pass\n",
+            [("global_state", 2)],
+        ),
+        ("import torch\ngetattr(torch, 'comp' + 'ile')\n", [("dynamic_code", 2)]),
+        (
+            "class M:\n    def f(self):\n        return getattr(self.t, 'comp' + 'ile')\n",
+            [("dynamic_code", 3)],
+        ),
+        (
+            "class M:\n    def f(self, n):\n        return getattr(self, f'__{n}__')\n",
+            [("dynamic_code", 3)],
+        ),
+        (
+            "class M:\n    def f(self):\n        return '{x.__class__}'.format(**self.__dict__)\n",
+            [("introspection", 3)],
+        ),
+        (
+            "class M:\n    def f(self):\n        return dict(**self.__dict__)\n",
+            [("introspection", 3)],
+        ),
+        (
+            "class M:\n    def forward(self, x):\n        self.w = self.v.to(x.device)\n",
+            [("global_state", 3)],
+        ),
+        (
+            "class M:\n    def forward(self, x):\n        self.w = x.to(self.w.device)\n",
+            [("global_state", 3)],
+        ),
+    ],
+    ids=[
+        "other_private_init",
+        "list_default_of_forward",
+        "dict_or_nonconstant_default_of_init",
+        "getattr_module_built_name",
+        "getattr_self_other_prefix",
+        "getattr_self_dunder",
+        "format_field_attribute",
+        "self_dict_elsewhere",
+        "forward_stores_another_attribute",
+        "forward_stores_an_input",
+    ],
+)
+def test_near_misses_of_the_honest_patterns_stay_rejected(source, expected):
+    assert violations(source, rules="external") == expected
