@@ -235,6 +235,8 @@ def _collect(built: Path, dest: Path) -> bool:
     Regular files only (no links followed): the sandboxed process that wrote `built` is gone.
     """
     found = False
+    if not built.is_dir() or built.is_symlink():  # os.walk follows a link at the top
+        return False
     for root, _dirs, names in os.walk(built, followlinks=False):
         for name in names:
             path = Path(root, name)

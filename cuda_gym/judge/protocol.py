@@ -435,9 +435,11 @@ class CallRequest:
 class CallReply:
     """A call's answer (runner -> driver; untrusted).
 
-    A "call" whose forward returned is first answered {"call_id": ..., "done": true}, right
-    after forward and the runner's synchronisation (where the driver stops a timed call's
-    clock), then with this reply once the outputs are in the driver's slots.
+    A "call" whose forward returned is first answered {"call_id": ..., "done": true, "nonce":
+    ...}, right after forward and the runner's synchronisation (where the driver stops a timed
+    call's clock), then with this reply once the outputs are in the driver's slots. The nonce
+    is the request's: a random number RunnerLink adds to every request, so no "done" can be
+    sent before its call arrives; nor may anything wait on the socket when a call is sent.
 
     Attributes:
         call_id: The request's.

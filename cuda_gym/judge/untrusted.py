@@ -12,6 +12,7 @@ from __future__ import annotations
 import array
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -62,14 +63,35 @@ def runner_sandbox(
     )
 
 
+def open_log(path: Path) -> int:
+    """A new log file for an untrusted process (read and write): a descriptor.
+
+    Never through a link left there, and read back through this descriptor only: a process
+    that replaces its log with a link to another file cannot have the judge read that file.
+    """
+    flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    return os.open(path, flags, 0o600)
+
+
+def log_tail(fd: int, chars: int) -> str:
+    """The last `chars` characters (about) of the log open as `fd`, stripped."""
+    try:
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, 4 * chars, max(0, size - 4 * chars))
+    except OSError:
+        return ""
+    return data.decode(errors="replace").strip()[-chars:]
+
+
 def launch_untrusted(
     argv: list[str],
     work_dir: Path,
     env: dict[str, str],
     pass_fds: tuple[int, ...],
     sandbox: SandboxSpec | None,
+    log_fd: int,
 ) -> subprocess.Popen:
-    """Start a process that runs candidate code, in its own session, logging to work_dir.
+    """Start a process that runs candidate code, in its own session, logging to `log_fd`.
 
     With a `sandbox` spec, the command confines itself first (cuda_gym.runtime.sandbox:
     namespaces, a read-only view of the machine, seccomp, rlimits); without one it runs as the
@@ -78,22 +100,18 @@ def launch_untrusted(
     if sandbox is not None:
         env = sandbox_env(env, sandbox)
         argv = sandbox_argv(argv, build_plan(sandbox, env, work_dir))
-    log = open(work_dir / "runner.log", "wb")  # noqa: SIM115 (the child holds it)
-    try:
-        return subprocess.Popen(
-            argv,
-            cwd=work_dir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            pass_fds=pass_fds,
-            start_new_session=True,
-            # Its own session: without this a runner whose driver was killed would run on.
-            preexec_fn=die_with_parent,
-        )
-    finally:
-        log.close()
+    return subprocess.Popen(
+        argv,
+        cwd=work_dir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=log_fd,
+        stderr=subprocess.STDOUT,
+        pass_fds=pass_fds,
+        start_new_session=True,
+        # Its own session: without this a runner whose driver was killed would run on.
+        preexec_fn=die_with_parent,
+    )
 
 
 class RunnerLink:
@@ -109,6 +127,8 @@ class RunnerLink:
             GPU, where a timed call is a millisecond or less, a sleeping process's wake-up would
             count in it); 0: never poll.
     """
+
+    log_fd: int | None = None  # the runner's log, open since before it started
 
     def __init__(
         self,
@@ -130,8 +150,14 @@ class RunnerLink:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
         self.sock = ours
         argv = [sys.executable, "-I", str(RUNNER_PATH), str(theirs.fileno())]
+        self.log_fd = open_log(work_dir / "runner.log")
         try:
-            self.proc = launch_untrusted(argv, work_dir, env, (theirs.fileno(),), sandbox)
+            self.proc = launch_untrusted(
+                argv, work_dir, env, (theirs.fileno(),), sandbox, self.log_fd
+            )
+        except BaseException:
+            os.close(self.log_fd)
+            raise
         finally:
             theirs.close()
 
@@ -178,7 +204,7 @@ class RunnerLink:
             raise self._failed(None)
         try:
             return json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError, MemoryError):  # nested ten thousand deep, say
             raise self._failed("sent something that is not a message") from None
 
     def _poll(self, spin_s: float) -> bytes | None:
@@ -224,18 +250,39 @@ class RunnerLink:
         runner's synchronisation), then with its CallReply; a failed one, or any other kind,
         with the CallReply alone (its "done" time is then the reply's).
         """
-        data = self._encode(message)
+        # "done" must repeat this call's nonce, which the runner learns only from the call: a
+        # "done" sent ahead (queued before the call, to stop the clock before the work) cannot.
+        nonce = secrets.randbits(62)
+        data = self._encode({**message, "nonce": nonce})
+        self._refuse_unasked()
         start = self.sent_at = time.perf_counter()
         self._send(data, fds)
         data = self.receive(limit_s)
         done = time.perf_counter()
-        if data == {"call_id": message["call_id"], "done": True}:
+        if isinstance(data, dict) and data.get("done") is True:
+            if data != {"call_id": message["call_id"], "done": True, "nonce": nonce}:
+                raise self._failed('sent a "done" that is not this call\'s')
             data = self.receive(limit_s)
         end = time.perf_counter()
         reply = self._decode(CallReply, data)
         if reply.call_id != message["call_id"]:
             raise self._failed("answered another call than the one asked")
         return reply, done - start, end - done
+
+    def _refuse_unasked(self) -> None:
+        """Fail if the runner sent anything since its last reply (nothing was asked of it)."""
+        timeout = self.sock.gettimeout()
+        self.sock.setblocking(False)  # with a timeout, recv would wait for data first
+        try:
+            waiting = self.sock.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            return  # a broken connection: the send or receive that follows reports it
+        finally:
+            self.sock.settimeout(timeout)
+        if waiting:
+            raise self._failed("sent a message nobody asked for")
 
     def _decode(self, cls, data):
         try:
@@ -257,6 +304,9 @@ class RunnerLink:
         except subprocess.TimeoutExpired:
             pass
         self._kill()
+        if self.log_fd is not None:
+            os.close(self.log_fd)
+            self.log_fd = None
 
     def _kill(self) -> None:
         try:
@@ -304,8 +354,5 @@ class RunnerLink:
         )
 
     def _log_tail(self) -> str:
-        try:
-            tail = (self.work_dir / "runner.log").read_text(errors="replace").strip()
-        except OSError:
-            return ""
-        return "\n" + tail[-LOG_TAIL_CHARS:] if tail else ""
+        tail = log_tail(self.log_fd, LOG_TAIL_CHARS) if self.log_fd is not None else ""
+        return "\n" + tail if tail else ""

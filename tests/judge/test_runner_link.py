@@ -85,3 +85,90 @@ def test_a_silent_runner_times_out_after_polling(tmp_path):
     finally:
         ours.close()
         theirs.close()
+
+
+def _fake_link(tmp_path, ours) -> RunnerLink:
+    link = RunnerLink.__new__(RunnerLink)  # no process: only the driver's end is tested
+    link.sock, link.budget_s, link.spent_s, link.spin_s = ours, 10.0, 0.0, 0.0
+    link.role, link.stage, link.work_dir = "candidate", "run", tmp_path
+    link._kill = lambda: None
+    return link
+
+
+def _answer(theirs, done) -> threading.Thread:
+    """The runner's side of one call: "done" made by `done(request)` (None: none), the reply."""
+
+    def serve():
+        request = json.loads(theirs.recv(1 << 16))
+        message = done(request)
+        if message is not None:
+            theirs.send(json.dumps(message).encode())
+        theirs.send(json.dumps(runner.empty_reply(request["call_id"])).encode())
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    return thread
+
+
+def test_a_done_must_repeat_the_calls_nonce(tmp_path):
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    link = _fake_link(tmp_path, ours)
+    try:
+        honest = _answer(
+            theirs, lambda r: {"call_id": r["call_id"], "done": True, "nonce": r["nonce"]}
+        )
+        reply, _, _ = link.timed_call({"call_id": 1, "kind": "call"})
+        honest.join()
+        assert reply.call_id == 1
+        guessed = _answer(theirs, lambda r: {"call_id": r["call_id"], "done": True, "nonce": 7})
+        with pytest.raises(RunnerFailed, match='"done" that is not this call'):
+            link.timed_call({"call_id": 2, "kind": "call"})
+        guessed.join()
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_a_done_sent_before_its_call_fails_the_runner(tmp_path):
+    # A runner that queues "done" for the next call right after its reply (the clock would
+    # stop as soon as the call is sent, before any of its work).
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    link = _fake_link(tmp_path, ours)
+    try:
+        theirs.send(json.dumps({"call_id": 3, "done": True}).encode())
+        with pytest.raises(RunnerFailed, match="nobody asked for"):
+            link.timed_call({"call_id": 3, "kind": "call"})
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_a_message_nested_beyond_the_parsers_depth_fails_the_runner_not_the_judge(tmp_path):
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    link = _fake_link(tmp_path, ours)
+    try:
+        theirs.send(b"[" * 200_000)
+        with pytest.raises(RunnerFailed, match="not a message"):
+            link.receive(5.0)
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_the_log_is_read_through_the_descriptor_opened_before_the_runner(tmp_path):
+    # The runner replaces its log with a link to a file of the judge's: the tail is its own.
+    from cuda_gym.judge.untrusted import log_tail, open_log
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("judge-only")
+    fd = open_log(tmp_path / "runner.log")
+    try:
+        os.write(fd, b"Traceback: the runner's own words\n")
+        (tmp_path / "runner.log").unlink()
+        (tmp_path / "runner.log").symlink_to(secret)
+        assert log_tail(fd, 100) == "Traceback: the runner's own words"
+    finally:
+        os.close(fd)
+    with pytest.raises(OSError):
+        open_log(tmp_path / "runner.log")  # a link left in place is not followed
+    assert secret.read_text() == "judge-only"
