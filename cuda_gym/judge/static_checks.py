@@ -169,9 +169,22 @@ _PRIVATE_HELPERS = frozenset(
     "torch.nn.modules.utils._single torch.nn.modules.utils._pair torch.nn.modules.utils._triple "
     "torch.nn.modules.utils._quadruple torch.nn.modules.utils._ntuple".split()
 )
-# getattr(self..., f"weight_ih_l{k}"): nn.RNN/LSTM/GRU parameters by layer. A name built from
-# one of these prefixes reaches parameters, never anything the rules forbid.
-_PARAMETER_PREFIXES = ("weight", "bias")
+# getattr(self..., f"weight_ih_l{k}"): nn.RNN/LSTM/GRU parameters, or submodules, by layer. A
+# name built from one of these prefixes reaches parameters and layers, never anything the rules
+# forbid (a torch op so reached, torch.norm say, is still refused at run time).
+_PARAMETER_PREFIXES = (
+    "weight",
+    "bias",
+    "layer",
+    "conv",
+    "fc",
+    "bn",
+    "block",
+    "linear",
+    "norm",
+    "cell",
+    "proj",
+)
 # `self.w = self.w.to(x.device)` in forward: the same value, moved; not state of the calls.
 _MOVES = frozenset({"to", "cuda", "contiguous"})
 

@@ -592,6 +592,7 @@ HONEST_PATTERNS = {
             def forward(self, x):
                 ws = [getattr(self.gru, "weight_ih_l%d" % k) for k in range(2)]
                 ws += [getattr(self, f"weight_hh_l{k}") for k in range(2)]
+                ws += [getattr(self.gru_layers, f"layer_{k}_fwd_ih") for k in range(2)]
                 return getattr(self.lstm, "bias_ih_l" + str(0)) + ws[0]
         """,
     "batch_norm_extra_repr": """\
