@@ -103,6 +103,20 @@ def _pin_numerics(torch) -> None:
     torch.set_float32_matmul_precision("highest")
 
 
+def _escape_refuser(violations: list, name: str):
+    """A stand-in for torch._C.`name` while forward runs: records a violation and raises."""
+
+    def refused(*args, **kwargs):
+        if len(violations) < 20:
+            violations.append(
+                f"torch_fallback: torch._C.{name} used inside ModelNew.forward (a way past the"
+                " ban on PyTorch ops)"
+            )
+        raise RuntimeError(f"torch._C.{name} is not allowed inside ModelNew.forward")
+
+    return refused
+
+
 class _Ban:
     """A dispatch mode refusing aten ops outside `allowed`, plus host escapes of tensor data.
 
@@ -112,24 +126,19 @@ class _Ban:
     """
 
     HOST_ESCAPES = ("numpy", "tolist", "__array__")
-    # The ways past the mode in torch's Python API: C++ reaches them through pybind11 by names
-    # it can assemble at run time (no source scan sees them). Refused while forward runs.
-    MODE_ESCAPES = (
-        "_pop_torch_dispatch_stack",
-        "_set_dispatch_mode",
-        "_unset_dispatch_mode",
-        "_DisableTorchDispatch",
-        "_disabled_torch_dispatch_impl",
-        "_dispatch_tls_set_dispatch_key_excluded",
-        "_dispatch_tls_set_dispatch_key_included",
-        "_ExcludeDispatchKeyGuard",
-        "_IncludeDispatchKeyGuard",
-        "_ForceDispatchKeyGuard",
-        "_AutoDispatchBelowAutograd",
-        "_AutoDispatchBelowADInplaceOrView",
-        "_EnablePythonDispatcher",
-        "_DisablePythonDispatcher",
-        "_dispatch_call_boxed",
+    # The ways past the mode in torch's Python API (C++ reaches them through pybind11, by
+    # names it can assemble at run time, which no source scan sees): every torch._C name that
+    # pops, pushes, sets or guards dispatch modes and keys, and the operator handle's
+    # redispatch. Refused while forward runs.
+    MODE_ESCAPES = re.compile(
+        r"(?i)dispatch\w*(guard|stack|mode)|dispatch_key_(excluded|included)|"
+        r"disabletorchdispatch|pythondispatcher|disabled_torch_dispatch|dispatch_call_boxed|"
+        r"predispatch"
+    )
+    # Read-only queries and the enum torch's own mode helpers use.
+    MODE_QUERIES = frozenset(
+        "_len_torch_dispatch_stack _get_dispatch_mode _get_dispatch_stack_at _TorchDispatchModeKey "
+        "_dispatch_tls_is_dispatch_key_excluded _dispatch_tls_is_dispatch_key_included".split()
     )
 
     def __init__(self, torch, allowed: set) -> None:
@@ -167,12 +176,22 @@ class _Ban:
         self.saved = {name: getattr(torch.Tensor, name) for name in self.HOST_ESCAPES}
         import torch.utils._python_dispatch as python_dispatch
 
-        # torch._C's own, and the copy torch.utils._python_dispatch imported (its _pop_mode).
-        self.escapes = [
-            (module, name, getattr(module, name), self._refuse_escape(name))
+        # torch._C's own, the copies torch.utils._python_dispatch imported (its _pop_mode), and
+        # the operator handle's redispatch. The refusers hold the violation list and a name.
+        places = [
+            (module, name)
             for module in (torch._C, python_dispatch)
-            for name in self.MODE_ESCAPES
-            if hasattr(module, name)
+            for name in dir(module)
+            if self.MODE_ESCAPES.search(name)
+            and name not in self.MODE_QUERIES
+            and not (module is python_dispatch and not name.startswith("_p"))
+        ]
+        handle = getattr(torch._C, "_DispatchOperatorHandle", None)
+        if handle is not None and hasattr(handle, "redispatch_boxed"):
+            places.append((handle, "redispatch_boxed"))
+        self.escapes = [
+            (place, name, getattr(place, name), _escape_refuser(violations, name))
+            for place, name in places
         ]
 
     def _refuse(self, name: str):
@@ -183,17 +202,6 @@ class _Ban:
                     " taken to the host for NumPy or Python arithmetic)"
                 )
             raise RuntimeError(f"Tensor.{name} is not allowed inside ModelNew.forward")
-
-        return refused
-
-    def _refuse_escape(self, name: str):
-        def refused(*args, **kwargs):
-            if len(self.violations) < 20:
-                self.violations.append(
-                    f"torch_fallback: torch._C.{name} used inside ModelNew.forward (a way past"
-                    " the ban on PyTorch ops)"
-                )
-            raise RuntimeError(f"torch._C.{name} is not allowed inside ModelNew.forward")
 
         return refused
 
