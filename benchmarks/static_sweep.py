@@ -32,10 +32,10 @@ def rules_broken(source: str, rules: str) -> list[str]:
     """The rules a source breaks under a rule set, sorted, each once."""
     if rules == "external":
         source = unique_extension_names(source)[0]
-    found = {
-        (_RULE.match(v).group(1) if _RULE.match(v) else v[:40])
-        for v in static_violations(source, None, rules)
-    }
+    found = set()
+    for violation in static_violations(source, None, rules):
+        rule = _RULE.match(violation)
+        found.add(rule.group(1) if rule else violation[:40])
     return sorted(found)
 
 

@@ -179,12 +179,14 @@ class _Ban:
         # torch._C's own, the copies torch.utils._python_dispatch imported (its _pop_mode), and
         # the operator handle's redispatch. The refusers hold the violation list and a name.
         places = [
-            (module, name)
-            for module in (torch._C, python_dispatch)
-            for name in dir(module)
-            if self.MODE_ESCAPES.search(name)
-            and name not in self.MODE_QUERIES
-            and not (module is python_dispatch and not name.startswith("_p"))
+            (torch._C, name)
+            for name in dir(torch._C)
+            if self.MODE_ESCAPES.search(name) and name not in self.MODE_QUERIES
+        ]
+        places += [
+            (python_dispatch, name)
+            for name in ("_pop_torch_dispatch_stack", "_push_on_torch_dispatch_stack")
+            if hasattr(python_dispatch, name)
         ]
         handle = getattr(torch._C, "_DispatchOperatorHandle", None)
         if handle is not None and hasattr(handle, "redispatch_boxed"):

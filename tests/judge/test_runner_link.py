@@ -71,10 +71,7 @@ def test_a_real_runner_answers_empty_calls_and_exits(tmp_path, spin_s):
 
 def test_a_silent_runner_times_out_after_polling(tmp_path):
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    link = RunnerLink.__new__(RunnerLink)  # no process: only the receiving end is tested
-    link.sock, link.budget_s, link.spent_s, link.spin_s = ours, 10.0, 0.0, 0.02
-    link.role, link.stage, link.work_dir = "candidate", "run", tmp_path
-    link._kill = lambda: None
+    link = _fake_link(tmp_path, ours, spin_s=0.02)
     try:
         start = time.perf_counter()
         with pytest.raises(RunnerFailed, match="time"):
@@ -87,9 +84,9 @@ def test_a_silent_runner_times_out_after_polling(tmp_path):
         theirs.close()
 
 
-def _fake_link(tmp_path, ours) -> RunnerLink:
+def _fake_link(tmp_path, ours, spin_s: float = 0.0) -> RunnerLink:
     link = RunnerLink.__new__(RunnerLink)  # no process: only the driver's end is tested
-    link.sock, link.budget_s, link.spent_s, link.spin_s = ours, 10.0, 0.0, 0.0
+    link.sock, link.budget_s, link.spent_s, link.spin_s = ours, 10.0, 0.0, spin_s
     link.role, link.stage, link.work_dir = "candidate", "run", tmp_path
     link._kill = lambda: None
     return link
