@@ -182,7 +182,8 @@ def _run_stage(
     if config.sandboxed:
         # No GPU device nodes ("cpu"): the stage compiles, it never runs anything on the device.
         readable = (str(solution_dir), *headers.values())
-        spec = runner_sandbox(scratch, "cpu", readable, None, config.build_timeout_s)
+        keep = ("torch_extensions", result_path.name)
+        spec = runner_sandbox(scratch, "cpu", readable, None, config.build_timeout_s, keep)
         env = sandbox_env(env, spec)
         argv = sandbox_argv(argv, sandbox_plan(spec, env, scratch))
     else:

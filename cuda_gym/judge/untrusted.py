@@ -47,15 +47,18 @@ def runner_sandbox(
     readable: tuple[str, ...],
     data_bytes: int | None,
     budget_s: float,
+    keep: tuple[str, ...] = (),
 ) -> SandboxSpec:
-    """The OS sandbox of one runner: `scratch` its only writable directory.
+    """The OS sandbox of one runner: a private copy of `scratch` its only writable directory.
 
     It reads the solution, the built extension and the driver's init file (`readable`); it
     writes nothing of the driver's: the driver's own files (its result, its stage) are outside
-    its view. CPU time: every core busy for the whole budget.
+    its view, and of what it writes only the `keep` names of its scratch come back. CPU time:
+    every core busy for the whole budget.
     """
     return SandboxSpec(
         scratch=scratch,
+        keep=keep,
         device=device,
         readable=readable,
         data_bytes=data_bytes,

@@ -12,11 +12,16 @@ a script before the sandboxed program is exec'd:
 network, IPC, UTS and cgroup namespaces (and a user namespace when not root), then forks once
 more: the calling process stays outside as a waiter and never returns (it exits with the
 child's status); the child is PID 1 of the new PID namespace, so when it exits the kernel kills
-every process it left behind, setsid daemons included. The child builds a new root on a tmpfs
-(the plan's read-only and writable paths bound at their own paths, a fresh /proc, /tmp and
-/dev/shm, a minimal /dev), pivots into it, applies rlimits, drops to an unprivileged uid (or,
-in a user namespace, drops every capability), sets no_new_privs, installs a seccomp filter and
-returns to its caller, which then runs the untrusted code.
+every process it left behind, setsid daemons included. Before the fork, a size-bounded tmpfs
+of the sandbox's own (the "box") is mounted over the scratch directory and the scratch's
+content copied into it: the sandbox's scratch, /tmp and /dev/shm are directories of the box,
+so all it writes together is bounded by `tmpfs_bytes` and never reaches the machine's
+filesystem. When the code has ended, the waiter copies the plan's `keep` names (regular files
+and directories only) from the box back to the real scratch directory. The child builds a new
+root on a tmpfs (the plan's read-only and writable paths bound at their own paths, the box's
+directories, a fresh /proc, a minimal /dev), pivots into it, applies rlimits, drops to an
+unprivileged uid (or, in a user namespace, drops every capability), sets no_new_privs,
+installs a seccomp filter and returns to its caller, which then runs the untrusted code.
 
 A failure before the untrusted code runs is reported by the waiter, which the untrusted code
 cannot reach: it writes a line starting with FAILURE_MARKER to standard error and exits with
@@ -32,6 +37,7 @@ import os
 import resource
 import select
 import signal
+import stat
 import struct
 import sys
 
@@ -287,10 +293,111 @@ def _bind(source: str, target: str, *, writable: bool) -> None:
     _set_mount_attr(target, attr, recursive=True)
 
 
+# -- the box: the sandbox's own bounded filesystem ------------------------------------------
+
+BOX_DIRS = (("home", 0o700), ("tmp", 0o1777), ("shm", 0o1777))
+BOX_INODES = 200_000  # files and directories, all of the box's together
+COPY_MAX_DEPTH = 32
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_box(plan: dict) -> tuple[int, int]:
+    """Mount the box over the scratch directory and copy the scratch's content into it.
+
+    Returns (the real scratch directory, the box's root) as open directories: the waiter's
+    way to both after the pivot. Call in the new mount namespace, before the fork.
+    """
+    scratch = plan["scratch"]
+    real = os.open(scratch, _DIR_FLAGS)
+    size = int(plan["tmpfs_bytes"])
+    _mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV,
+           f"mode=0700,size={size},nr_inodes={BOX_INODES}")  # fmt: skip
+    box = os.open(scratch, _DIR_FLAGS)
+    uid = plan["uid"]
+    for name, mode in BOX_DIRS:
+        os.mkdir(name, dir_fd=box)
+        os.chmod(name, mode, dir_fd=box)
+    home = os.open("home", _DIR_FLAGS, dir_fd=box)
+    try:
+        _copy_tree(real, home, uid)
+        _own(home, 0o700, uid)
+    finally:
+        os.close(home)
+    return real, box
+
+
+def _copy_tree(src: int, dst: int, uid: int | None, depth: int = COPY_MAX_DEPTH) -> None:
+    """Copy the regular files and directories under `src` into `dst` (open directories).
+
+    Never follows a link; skips links, devices, FIFOs and sockets, and whatever lies deeper
+    than `depth`. `uid`: the owner of what it creates (None: the caller).
+    """
+    for name in os.listdir(src):
+        _copy_entry(name, src, dst, uid, depth)
+
+
+def _copy_entry(name: str, src: int, dst: int, uid: int | None, depth: int) -> None:
+    """Copy `name` of `src` into `dst` if it is a regular file or a directory (see _copy_tree).
+
+    Modes keep their owner's bits and lose group and world write (and setuid).
+    """
+    try:
+        info = os.stat(name, dir_fd=src, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    mode = info.st_mode & 0o755
+    if stat.S_ISDIR(info.st_mode) and depth > 0:
+        try:
+            os.mkdir(name, 0o700, dir_fd=dst)
+        except FileExistsError:
+            pass
+        inner_src = os.open(name, _DIR_FLAGS, dir_fd=src)
+        try:
+            inner_dst = os.open(name, _DIR_FLAGS, dir_fd=dst)
+            try:
+                _copy_tree(inner_src, inner_dst, uid, depth - 1)
+                _own(inner_dst, mode, uid)
+            finally:
+                os.close(inner_dst)
+        finally:
+            os.close(inner_src)
+    elif stat.S_ISREG(info.st_mode):
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        fin = os.open(name, flags, dir_fd=src)
+        try:
+            if not stat.S_ISREG(os.fstat(fin).st_mode):
+                return
+            out_flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+            fout = os.open(name, out_flags, 0o600, dir_fd=dst)
+            try:
+                while os.sendfile(fout, fin, None, 1 << 24):
+                    pass
+                _own(fout, mode, uid)
+            finally:
+                os.close(fout)
+        finally:
+            os.close(fin)
+
+
+def _own(fd: int, mode: int, uid: int | None) -> None:
+    os.fchmod(fd, mode)
+    if uid is not None:
+        os.fchown(fd, uid, uid)
+
+
+def _keep(real: int, box: int, names: list) -> None:
+    """Copy the `names` the code left in the box's home back to the real scratch directory."""
+    home = os.open("home", _DIR_FLAGS, dir_fd=box)
+    try:
+        for name in names:
+            _copy_entry(name, home, real, None, COPY_MAX_DEPTH)
+    finally:
+        os.close(home)
+
+
 def _build_root(plan: dict) -> None:
     """Pivot into a tmpfs holding only what the plan lists (see the module doc)."""
     old, new = "/oldroot", "/newroot"
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)
     # A base tmpfs to pivot into first: the old root then hangs at /oldroot, whole (the
     # original /tmp included), and the new root is assembled beside it from there.
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
@@ -298,12 +405,11 @@ def _build_root(plan: dict) -> None:
     _makedirs("/tmp" + new)
     _pivot_root("/tmp", "/tmp" + old)
     os.chdir("/")
-    tmpfs_size = f"size={int(plan['tmpfs_bytes'])}"
     _mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
     for link, target in plan["symlinks"].items():
         _makedirs(os.path.dirname(new + link))
         os.symlink(target, new + link)
-    # /dev: the harmless nodes, the GPU's nodes for CUDA, and a private /dev/shm.
+    # /dev: the harmless nodes, the GPU's nodes for CUDA, and /dev/shm from the box.
     _makedirs(new + "/dev")
     _mount("tmpfs", new + "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755")
     for node in plan["devices"]:
@@ -316,14 +422,15 @@ def _build_root(plan: dict) -> None:
         ("stderr", "/proc/self/fd/2"),
     ):
         os.symlink(target, f"{new}/dev/{name}")  # fmt: skip
-    for scratch in ("/dev/shm", "/tmp"):
-        _makedirs(new + scratch)
-        _mount("tmpfs", new + scratch, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,{tmpfs_size}")
+    box = old + plan["scratch"]  # the box, mounted over the scratch directory before the fork
+    for name, target in (("shm", "/dev/shm"), ("tmp", "/tmp")):
+        _bind(f"{box}/{name}", new + target, writable=True)
     # Parents before children, so a writable directory inside a read-only one is bound last.
     binds = [(p, False) for p in plan["readonly"]] + [(p, True) for p in plan["writable"]]
     for path, writable in sorted(binds, key=lambda b: (b[0].count("/"), b[1])):
-        if os.path.lexists(old + path):
-            _bind(old + path, new + path, writable=writable)
+        source = f"{box}/home" if path == plan["scratch"] else old + path
+        if os.path.lexists(source):
+            _bind(source, new + path, writable=writable)
     _makedirs(new + "/proc")
     _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.chdir(new)
@@ -417,6 +524,13 @@ def confine(plan: dict) -> None:
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"0 {uid} 1")
         _write("/proc/self/gid_map", f"0 {gid} 1")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted from here on leaks out
+    try:
+        real, box = _open_box(plan)
+    except OSError as exc:
+        if isinstance(exc, SetupError):
+            raise
+        raise SetupError(exc.errno or errno.EIO, f"prepare the scratch box: {exc}") from exc
     ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
     # The waiter holds `alive_w` open until it exits: at EOF on `alive_r` the child knows it
     # is gone (its parent pid reads 0 from inside the new PID namespace either way).
@@ -425,9 +539,11 @@ def confine(plan: dict) -> None:
     if pid:
         os.close(ready_w)
         os.close(alive_r)
-        _wait_and_exit(pid, ready_r)
+        _wait_and_exit(pid, ready_r, lambda: _keep(real, box, plan["keep"]))
     os.close(ready_r)
     os.close(alive_w)
+    os.close(real)  # the real scratch directory: the waiter's alone
+    os.close(box)
     try:
         _set_parent_death_signal(alive_r)
         _build_root(plan)
@@ -479,12 +595,13 @@ def _set_parent_death_signal(alive_r: int) -> None:
         os._exit(FAILURE_EXIT)
 
 
-def _wait_and_exit(pid: int, report_r: int) -> None:
-    """The waiter: report a failed setup, else pass the untrusted code's status on.
+def _wait_and_exit(pid: int, report_r: int, keep) -> None:
+    """The waiter: report a failed setup, else keep the plan's files and pass the status on.
 
-    Never returns. The report pipe carries "ok" once the confinement is complete, then
-    "exit N" from PID 1 when the code (PID 2) ended with status N; only PID 1 and the setup,
-    never the untrusted code, hold its write end.
+    Never returns. The report pipe carries "ok" once the confinement is complete, then "exit N"
+    from PID 1 when the code (PID 2) ended with status N; only PID 1 and the setup, never the
+    untrusted code, hold its write end. `keep()` runs once PID 1 has been reaped, when the
+    kernel has already reaped every other process of its namespace.
     """
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
@@ -507,6 +624,10 @@ def _wait_and_exit(pid: int, report_r: int) -> None:
         message = lines[0] if lines else f"{FAILURE_MARKER} the child died in setup"
         os.write(2, (message + "\n").encode())
         os._exit(FAILURE_EXIT)
+    try:
+        keep()
+    except OSError as exc:
+        os.write(2, f"cuda_gym sandbox: could not keep the scratch's files: {exc}\n".encode())
     if len(lines) < 2 or not lines[1].startswith("exit "):
         os._exit(128 + signal.SIGKILL)  # PID 1 died without a report: it was killed
     code = int(lines[1].removeprefix("exit "))

@@ -5,12 +5,14 @@ network, IPC, UTS and cgroup namespaces:
 
 - **Files.** Its root is a read-only tmpfs holding, read-only, the system directories (/usr,
   /etc, /lib*, /bin, /sbin, /sys), the Python install, the venv and every import path, the
-  toolchain's directories on PATH and LD_LIBRARY_PATH, and the spec's `readable` paths; one
-  writable scratch directory (the spec's `scratch`, its working directory and HOME) and the
-  spec's `writable` paths; fresh, private and size-bounded /tmp and /dev/shm; a fresh /proc of
-  its PID namespace; a /dev with null, zero, full, random, urandom and, for CUDA, the GPU's
-  nodes. Nothing else of the machine exists in it: no cache directory, no other workspace,
-  no judge scratch directory, no /dev/shm of the judge, no home directory.
+  toolchain's directories on PATH and LD_LIBRARY_PATH, and the spec's `readable` paths; a
+  writable scratch directory (the spec's `scratch`, its working directory and HOME), /tmp and
+  /dev/shm, all three on one private tmpfs of `tmpfs_bytes` (the scratch starts as a copy of
+  the real directory; only the spec's `keep` names are copied back when it ends), and the
+  spec's `writable` paths; a fresh /proc of its PID namespace; a /dev with null, zero, full,
+  random, urandom and, for CUDA, the GPU's nodes. Nothing else of the machine exists in it:
+  no cache directory, no other workspace, no judge scratch directory, no /dev/shm of the
+  judge, no home directory.
 - **Processes.** It is PID 1 of its PID namespace: when it exits, the kernel kills every
   process it started (setsid daemons included), and it cannot see or signal any process outside
   (which is what confines kill(2), tgkill(2) and pidfd_send_signal(2); seccomp need not).
@@ -79,7 +81,11 @@ class SandboxSpec:
 
     Attributes:
         scratch: The private writable directory: working directory, HOME, caches of the
-            tools it runs (torch extensions, inductor, nvcc). Must exist.
+            tools it runs (torch extensions, inductor, nvcc). Must exist. The sandbox works on
+            a private copy of it; the real directory is never written from inside.
+        keep: Names in `scratch` copied back into the real directory when the sandbox ends
+            (regular files and directories only, never links); everything else it wrote is
+            gone with its private filesystem.
         device: "cpu" or "cuda" ("cuda" binds the GPU's device nodes in).
         readable: Further paths visible read-only at their own paths (the solution, a built
             extension, an input file).
@@ -88,21 +94,23 @@ class SandboxSpec:
         uid: The uid (and gid) to run as when started by root; None: a fresh one per sandbox,
             so no two sandboxes share a process count or a file.
         data_bytes: RLIMIT_DATA (private writable memory); None: no limit.
-        file_bytes: RLIMIT_FSIZE, the largest file it may write; None: no limit.
+        file_bytes: RLIMIT_FSIZE, the largest file it may write (its log, which the judge holds
+            open outside, included); None: no limit.
         open_files: RLIMIT_NOFILE.
         processes: RLIMIT_NPROC (processes and threads of its uid), with a uid of its own only.
         cpu_s: RLIMIT_CPU in CPU seconds; None: no limit.
-        tmpfs_bytes: Size of each of its private /tmp and /dev/shm.
+        tmpfs_bytes: Bytes its scratch directory, /tmp and /dev/shm may hold together.
         env_overrides: Variables set on top of `sandbox_env`'s.
     """
 
     scratch: Path
     device: str = "cpu"
+    keep: tuple[str, ...] = ()
     readable: tuple[str, ...] = ()
     writable: tuple[str, ...] = ()
     uid: int | None = None
     data_bytes: int | None = None
-    file_bytes: int | None = 80 * GiB
+    file_bytes: int | None = 1 * GiB
     open_files: int = 65536
     processes: int = 4096
     cpu_s: float | None = None
@@ -117,6 +125,9 @@ class SandboxSpec:
         for name in ("open_files", "processes", "tmpfs_bytes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"SandboxSpec.{name} must be positive")
+        for name in self.keep:
+            if not name or "/" in name or name in (".", ".."):
+                raise ConfigError(f"SandboxSpec.keep holds names in scratch, got {name!r}")
 
 
 def _real(path: str | os.PathLike) -> str | None:
@@ -201,10 +212,12 @@ def _fresh_uid() -> int:
 def build_plan(spec: SandboxSpec, env: Mapping[str, str], cwd: str | os.PathLike) -> dict:
     """The plan `confine` executes (a JSON-able dict) for `spec`, run with `env` in `cwd`.
 
-    As root, the writable paths are given to the plan's fresh uid here.
+    As root, the writable paths besides the scratch are given to the plan's fresh uid here
+    (the scratch stays the caller's: the sandbox writes a private copy of it).
 
     Raises:
-        ConfigError: A writable path is "/" or holds a system or Python directory.
+        ConfigError: A writable path is "/" or holds a system or Python directory, or another
+            path lies in the scratch (which the sandbox sees as its copy).
     """
     as_root = os.geteuid() == 0
     symlinks = {}
@@ -215,9 +228,13 @@ def build_plan(spec: SandboxSpec, env: Mapping[str, str], cwd: str | os.PathLike
         if os.path.exists(top):
             readonly.append(os.path.realpath(top))
     readonly += [r for r in map(_real, _python_paths(env)) if r and r != "/"]
-    readonly += [r for r in map(_real, spec.readable) if r]
+    readable = [r for r in map(_real, spec.readable) if r]
+    readonly += readable
     scratch = os.path.realpath(spec.scratch)
     writable = [scratch] + [r for r in map(_real, spec.writable) if r]
+    for path in readable + writable[1:]:
+        if path.startswith(scratch + "/"):
+            raise ConfigError(f"the sandbox cannot bind {path}: it is in the scratch directory")
     for path in writable:
         if path == "/" or any(r == path or r.startswith(path + "/") for r in readonly):
             raise ConfigError(f"the sandbox cannot make {path} writable: it holds system files")
@@ -227,9 +244,8 @@ def build_plan(spec: SandboxSpec, env: Mapping[str, str], cwd: str | os.PathLike
     uid = None
     if as_root:
         uid = spec.uid if spec.uid is not None else _fresh_uid()
-        for path in writable:
+        for path in writable[1:]:
             os.chown(path, uid, uid)
-        _give_tree(scratch, uid)  # what the judge put there for it (e.g. built extensions)
     return {
         "userns": not as_root,
         "uid": uid,
@@ -237,6 +253,8 @@ def build_plan(spec: SandboxSpec, env: Mapping[str, str], cwd: str | os.PathLike
         "readonly": [p for p in _minimal(readonly) if p not in writable],
         "writable": writable,
         "devices": devices,
+        "scratch": scratch,
+        "keep": list(spec.keep),
         "cwd": os.path.realpath(cwd),
         "tmpfs_bytes": spec.tmpfs_bytes,
         "limits": {
@@ -248,13 +266,6 @@ def build_plan(spec: SandboxSpec, env: Mapping[str, str], cwd: str | os.PathLike
             "core_bytes": 0,
         },
     }
-
-
-def _give_tree(root: str, uid: int) -> None:
-    """Make everything under `root` the sandbox uid's (links themselves, never their targets)."""
-    for parent, dirs, files in os.walk(root):
-        for name in dirs + files:
-            os.lchown(os.path.join(parent, name), uid, uid)
 
 
 def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:

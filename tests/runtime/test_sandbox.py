@@ -70,6 +70,7 @@ def test_writes_only_into_scratch(tmp_path: Path, scratch: Path):
         print(results)
         """,
         scratch,
+        keep=("mine.txt",),
     )
     assert proc.returncode == 0, proc.stderr
     assert "wrote" not in proc.stdout
@@ -196,7 +197,7 @@ def test_setup_failure_is_reported(scratch: Path):
 
 def test_enter_sandbox_in_a_forked_child(scratch: Path, tmp_path: Path):
     outside = tmp_path / "outside.txt"
-    plan = build_plan(SandboxSpec(scratch=scratch), os.environ, scratch)
+    plan = build_plan(SandboxSpec(scratch=scratch, keep=("inside.txt",)), os.environ, scratch)
     pid = os.fork()
     if pid == 0:
         code = 99
@@ -216,11 +217,80 @@ def test_enter_sandbox_in_a_forked_child(scratch: Path, tmp_path: Path):
     assert not outside.exists()
 
 
+def test_scratch_is_a_bounded_private_copy(scratch: Path):
+    (scratch / "given.txt").write_text("from the judge")
+    proc = run_sandboxed(
+        """
+        import errno, os
+        print(open("given.txt").read())
+        open("given.txt", "w").write("changed")
+        chunk = b"x" * (1 << 20)
+        for where in (".", "/tmp", "/dev/shm"):
+            try:
+                with open(f"{where}/fill", "wb") as f:
+                    for _ in range(64):
+                        f.write(chunk)
+                        f.flush()
+                print(where, "no limit")
+            except OSError as exc:
+                print(where, errno.errorcode[exc.errno])
+            os.remove(f"{where}/fill")
+        written = 0
+        try:
+            for i in range(64):
+                open(f"many{i}", "wb").write(chunk)
+                written += 1
+        except OSError as exc:
+            print("many", errno.errorcode[exc.errno], written)
+        """,
+        scratch,
+        tmpfs_bytes=16 << 20,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "from the judge"
+    assert lines[1:4] == [". ENOSPC", "/tmp ENOSPC", "/dev/shm ENOSPC"]
+    assert lines[4].startswith("many ENOSPC") and int(lines[4].split()[2]) <= 16
+    # Nothing it wrote reached the real directory: no keep was asked for.
+    assert sorted(p.name for p in scratch.iterdir()) == ["given.txt"]
+    assert (scratch / "given.txt").read_text() == "from the judge"
+
+
+def test_keep_copies_back_files_and_directories_only(scratch: Path, tmp_path: Path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("judge's")
+    proc = run_sandboxed(
+        f"""
+        import os
+        os.makedirs("out/deep")
+        open("out/deep/result.json", "w").write("{{}}")
+        os.symlink({str(secret)!r}, "out/link")
+        os.symlink("/etc/passwd", "linked.txt")
+        os.mkfifo("out/fifo")
+        open("report.json", "w").write("[1]")
+        open("dropped.txt", "w").write("not kept")
+        """,
+        scratch,
+        keep=("out", "report.json", "linked.txt", "absent"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (scratch / "out/deep/result.json").read_text() == "{}"
+    assert (scratch / "report.json").read_text() == "[1]"
+    for name in ("out/link", "out/fifo", "linked.txt", "dropped.txt", "absent"):
+        assert not os.path.lexists(scratch / name), name
+    assert secret.read_text() == "judge's"
+
+
 def test_spec_refuses_a_writable_system_directory(scratch: Path):
     with pytest.raises(ConfigError, match="holds system files"):
         build_plan(SandboxSpec(scratch=Path("/usr")), {}, scratch)
     with pytest.raises(ConfigError, match="absolute"):
         SandboxSpec(scratch=Path("relative"))
+    (scratch / "inner").mkdir()
+    with pytest.raises(ConfigError, match="in the scratch directory"):
+        build_plan(SandboxSpec(scratch=scratch, readable=(str(scratch / "inner"),)), {}, scratch)
+    with pytest.raises(ConfigError, match="names in scratch"):
+        SandboxSpec(scratch=scratch, keep=("../escape",))
 
 
 @pytest.mark.parametrize("machine", sorted(confine.ARCHES))
