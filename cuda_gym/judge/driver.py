@@ -40,6 +40,7 @@ from time import perf_counter
 
 import torch
 
+from cuda_gym.errors import is_out_of_memory
 from cuda_gym.judge import roles
 from cuda_gym.judge.compare import Comparison, check_outputs_match, runs_agree
 from cuda_gym.judge.config import FIRST_CALL_EXTRA_S
@@ -429,15 +430,18 @@ class Driver:
                 self.result.candidate_error = str(exc)
                 self.result.stage = "load"
                 return self._finish()
+            failure = None
             try:
                 self._judge(served)
             except (CandidateFailed, RunnerFailed) as exc:
-                self.result.candidate_error = str(exc)
+                failure = exc
+            finally:
+                served.close()
+            if failure is not None:
+                self.result.candidate_error = str(failure)
                 self.result.stage = self.rep.stage
                 self.result.violations = served.violations + self.result.violations
                 return self._finish()
-            finally:
-                served.close()
             self.result.stage = "done"
             if req.timing and self.result.timing is not None:
                 # Timed again now that the candidate's runner (and every thread or process it
@@ -447,6 +451,10 @@ class Driver:
         return self._finish()
 
     def _finish(self) -> CandidateResult:
+        error = self.result.candidate_error
+        if error is not None and is_out_of_memory(error):
+            # Its runner is gone: what is missing now, others hold.
+            self.result.memory_short = roles.memory_short(self.device, self.req.header.device_bytes)
         self.result.device_name = roles.device_name(self.device)
         self.result.gpu_state = roles.gpu_state(self.device)
         return self.result

@@ -632,8 +632,9 @@ class Judge:
             return False
         if not run["ok"]:
             return is_out_of_memory(run.get("error") or "")
-        # The candidate's own process ran out (reported in the driver's result).
-        return is_out_of_memory((run.get("result") or {}).get("candidate_error") or "")
+        # The candidate's process said it ran out: its word is not enough (a rerun alone
+        # reserves the whole device), only the driver's finding that others held the memory.
+        return (run.get("result") or {}).get("memory_short") is True
 
     @staticmethod
     def _set_speedups(verdict: Verdict, timing: TimingStats, baselines: dict) -> None:

@@ -111,6 +111,24 @@ def device_memory_capacity() -> int:
     return int(MEMORY_SHARE * total)
 
 
+def memory_short(device: str, need: int | None) -> bool:
+    """Whether the device (the host's memory, on the CPU) has too little free memory now.
+
+    Too little: under twice `need` (the judgement's reservation; None: unknown) or under a
+    quarter of the whole. Called by the driver once a candidate that reported running out of
+    memory is gone, so nothing of the candidate's is counted.
+    """
+    if device == "cuda":
+        import torch
+
+        free, total = torch.cuda.mem_get_info()
+    else:
+        info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+        free = int(info["MemAvailable"].split()[0]) * 1024
+        total = int(info["MemTotal"].split()[0]) * 1024
+    return free < max(2 * (need or 0), total // 4)
+
+
 @contextlib.contextmanager
 def _gate_hold(rep: Reporter, stage: str, hold):
     """Run the block in `stage` under another hold of the gate, `hold(_GATE)`; then back.

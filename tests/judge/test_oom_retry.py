@@ -93,3 +93,56 @@ def test_a_forked_worker_that_fails_at_start_is_rerun_the_slow_way(tmp_path, mon
         assert launchers and launchers[0]._broken
     finally:
         zygote.close_shared_launchers()
+
+
+def _candidate_says(tmp_path, monkeypatch, memory_short: bool):
+    """A judge whose candidate's first run reports running out of memory in its own words;
+    the driver found the memory short (`memory_short`) or not. The runs it made."""
+    write_kernel_only_solution(tmp_path, "cpu")
+    judge = Judge(JudgeConfig(device="cpu", baselines=("eager",), timed_runs=3))
+    real = Judge._run_worker
+    calls = []
+
+    def says_out_of_memory(self, r, tmp, request, timeout_s, task=None):
+        run = real(self, r, tmp, request, timeout_s, task)
+        if r == "candidate":
+            calls.append(bool(request.get("gate_alone")))
+            if len(calls) == 1:
+                run["result"].update(candidate_error=OOM, memory_short=memory_short)
+        return run
+
+    monkeypatch.setattr(Judge, "_run_worker", says_out_of_memory)
+    return judge, calls
+
+
+def test_a_candidates_word_alone_gets_no_rerun(tmp_path, monkeypatch):
+    judge, calls = _candidate_says(tmp_path, monkeypatch, memory_short=False)
+    verdict = judge.evaluate(TASK, tmp_path, timing=False)
+    assert not verdict.correct and "out of memory" in verdict.error
+    assert "retried_alone_after_oom" not in verdict.flags
+    assert calls == [False]
+
+
+def test_memory_the_driver_found_short_gets_a_rerun_alone(tmp_path, monkeypatch):
+    judge, calls = _candidate_says(tmp_path, monkeypatch, memory_short=True)
+    verdict = judge.evaluate(TASK, tmp_path, timing=False)
+    assert verdict.correct, verdict.error
+    assert verdict.flags["retried_alone_after_oom"] == ["candidate"]
+    assert calls == [False, True]
+
+
+def test_the_driver_does_not_take_the_candidates_word(tmp_path):
+    """A real candidate that raises an out-of-memory error of its own making, with the host's
+    memory mostly free: the driver reports no shortage, so there is no rerun alone."""
+    write_kernel_only_solution(tmp_path, "cpu")
+    source = (tmp_path / "model_new.py").read_text()
+    (tmp_path / "model_new.py").write_text(
+        source.replace(
+            "        x, gate = x.contiguous()",
+            f"        raise RuntimeError({OOM!r})\n        x, gate = x.contiguous()",
+        )
+    )
+    judge = Judge(JudgeConfig(device="cpu", baselines=("eager",), timed_runs=3))
+    verdict = judge.evaluate(TASK, tmp_path, timing=False)
+    assert not verdict.correct and "out of memory" in verdict.error.lower()
+    assert "retried_alone_after_oom" not in verdict.flags
