@@ -122,10 +122,13 @@ class _Ban:
 
     `Tensor.numpy`, `tolist` and `__array__` do not reach the dispatcher: while forward runs
     they are replaced by functions that record a violation and raise (NumPy or Python
-    arithmetic on the data is compute done by no kernel of the candidate's).
+    arithmetic on the data is compute done by no kernel of the candidate's). On the CPU so are
+    `__dlpack__` and `to_dlpack` (`numpy.from_dlpack`); on CUDA DLPack is how CuPy kernels take
+    torch's tensors.
     """
 
     HOST_ESCAPES = ("numpy", "tolist", "__array__")
+    CPU_HOST_ESCAPES = ("__dlpack__",)
     # The ways past the mode in torch's Python API (C++ reaches them through pybind11, by
     # names it can assemble at run time, which no source scan sees): every torch._C name that
     # pops, pushes, sets or guards dispatch modes and keys, and the operator handle's
@@ -141,7 +144,7 @@ class _Ban:
         "_dispatch_tls_is_dispatch_key_excluded _dispatch_tls_is_dispatch_key_included".split()
     )
 
-    def __init__(self, torch, allowed: set) -> None:
+    def __init__(self, torch, allowed: set, device: str = "cpu") -> None:
         from torch.utils._python_dispatch import TorchDispatchMode
 
         violations: list[str] = []
@@ -173,7 +176,8 @@ class _Ban:
 
         self.mode = Mode()
         self.tensor = torch.Tensor
-        self.saved = {name: getattr(torch.Tensor, name) for name in self.HOST_ESCAPES}
+        escapes = self.HOST_ESCAPES + (self.CPU_HOST_ESCAPES if device == "cpu" else ())
+        self.saved = {name: getattr(torch.Tensor, name) for name in escapes}
         import torch.utils._python_dispatch as python_dispatch
 
         # torch._C's own, the copies torch.utils._python_dispatch imported (its _pop_mode), and
@@ -188,6 +192,13 @@ class _Ban:
             for name in ("_pop_torch_dispatch_stack", "_push_on_torch_dispatch_stack")
             if hasattr(python_dispatch, name)
         ]
+        if device == "cpu":  # a DLPack capsule NumPy reads through an object of one's own
+            import torch.utils.dlpack as dlpack
+
+            places += [(torch._C, n) for n in dir(torch._C) if n.startswith("_to_dlpack")]
+            places += [
+                (place, "to_dlpack") for place in (torch, dlpack) if hasattr(place, "to_dlpack")
+            ]
         handle = getattr(torch._C, "_DispatchOperatorHandle", None)
         if handle is not None and hasattr(handle, "redispatch_boxed"):
             places.append((handle, "redispatch_boxed"))
@@ -209,7 +220,7 @@ class _Ban:
 
     @contextlib.contextmanager
     def active(self):
-        for name in self.HOST_ESCAPES:
+        for name in self.saved:
             setattr(self.tensor, name, self._refuse(name))
         try:
             with self.mode:
@@ -437,7 +448,7 @@ class Runner:
         _default_build_directories(torch)
         _guard_extension_builds(torch, init.get("compile_extensions", True))
         if init["banned"]:  # before any candidate code runs, which could change `init`
-            self.ban = _Ban(torch, set(init["allowed_ops"]))
+            self.ban = _Ban(torch, set(init["allowed_ops"]), self.device)
             self.own_calls = _OwnCalls(torch)
         try:
             solution = _import_file("model_new", os.path.join(init["solution_dir"], "model_new.py"))

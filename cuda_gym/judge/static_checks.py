@@ -82,9 +82,10 @@ ENV_MODULES = frozenset(
 # Code written elsewhere also names build directories, reads environment variables and logs:
 # harmless in the candidate's sandbox (read-only system, a private scratch directory).
 # einops only calls tensor methods (seen by the fallback ban); KernelBench's Mamba2 references
-# import it.
+# import it. numpy: constants and shapes in __init__ (np.sqrt(d), np.prod(shape)); inside
+# forward the runner refuses every way of taking tensor data to it (runner._Ban).
 EXTERNAL_MODULES = ENV_MODULES | frozenset(
-    "os pathlib tempfile logging json textwrap glob einops".split()
+    "os pathlib tempfile logging json textwrap glob einops numpy".split()
 )
 ALLOWED_MODULES = {"env": ENV_MODULES, "external": EXTERNAL_MODULES}
 # os functions that start, signal or end processes, or touch file descriptors and identity.

@@ -624,6 +624,17 @@ def test_einops_is_allowed_for_code_written_elsewhere_only():
     assert [rule for rule, _ in violations(source, rules="env")] == ["forbidden_import"]
 
 
+def test_numpy_in_init_is_allowed_for_code_written_elsewhere_only():
+    # Inside forward the runner refuses every way of taking tensor data to NumPy.
+    source = (
+        "import numpy as np\nimport torch\n\n\nclass ModelNew(torch.nn.Module):\n"
+        "    def __init__(self, d):\n        super().__init__()\n"
+        "        self.scale = float(np.sqrt(d))\n"
+    )
+    assert violations(source, rules="external") == []
+    assert [rule for rule, _ in violations(source, rules="env")] == ["forbidden_import"]
+
+
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
