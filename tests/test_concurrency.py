@@ -136,7 +136,7 @@ def test_a_judgement_holds_no_device_slot_while_it_builds(monkeypatch, tmp_path)
     release = threading.Event()
     slot_holders_while_building = []
 
-    def build_all(self, snap, tmp, verdict, reference_as_candidate):
+    def build_all(self, snap, tmp, verdict, reference_as_candidate, task):
         if (snap / "model_new.py").read_text() == "slow":
             slot_holders_while_building.append(slots.stats()["timed_running"])
             assert release.wait(30)

@@ -286,9 +286,15 @@ class Driver:
             self.model = self.task.Model(*init_args).to(self.device)
         use64 = req.tolerance_mode == "strict" and req.fp64_ok
         self.model64 = copy.deepcopy(self.model).double() if use64 else None
+        for model in (self.model, self.model64):
+            if model is not None:
+                roles.fresh_state_each_call(model)
         self.init_path = self.work / "init.pt"
         weights = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
-        torch.save({"init_args": init_args, "weights": weights}, self.init_path)
+        # Its state beside the weights (a recurrent cell's initial hidden state, drawn on the
+        # device here and on the CPU in the runner): the runner copies it in as it does them.
+        state = {k: v.detach().cpu() for k, v in roles.state_tensors(self.model).items()}
+        torch.save({"init_args": init_args, "weights": weights, "state": state}, self.init_path)
 
     def _serve(
         self,

@@ -41,6 +41,7 @@ from cuda_gym.judge.static_checks import (
     check_native_sources,
     check_solution_source,
     compiles_at_first_call,
+    reference_state,
     string_constants,
 )
 from cuda_gym.judge.transfer import remove_stale
@@ -321,7 +322,7 @@ class Judge:
         """
         with build_slot() as waited:
             verdict.stage_times_s["wait.build"] = waited
-            built = self._build_all(snap, tmp, verdict, reference_as_candidate)
+            built = self._build_all(snap, tmp, verdict, reference_as_candidate, task)
         if built is None:
             return
         with device_slot() if device_slot is not None else nullcontext(0.0) as waited:
@@ -338,10 +339,10 @@ class Judge:
             )
 
     def _build_all(
-        self, snap: Path, tmp: Path, verdict: Verdict, reference_as_candidate: bool
+        self, snap: Path, tmp: Path, verdict: Verdict, reference_as_candidate: bool, task: Task
     ) -> tuple[str, BuildResult, InlineBuild] | None:
         """Static checks, kernels/ and the extensions model_new.py builds; None on failure."""
-        prepared = self._static_and_build(snap, verdict, reference_as_candidate)
+        prepared = self._static_and_build(snap, verdict, reference_as_candidate, task)
         if prepared is None:
             return None
         source, build = prepared
@@ -477,7 +478,7 @@ class Judge:
             apply_speed_of_light(verdict, probe.get("roofline"))
 
     def _static_and_build(
-        self, snap: Path, verdict: Verdict, reference_as_candidate: bool
+        self, snap: Path, verdict: Verdict, reference_as_candidate: bool, task: Task
     ) -> tuple[str, BuildResult] | None:
         """The static checks and the build: (model_new.py's source, the build), or None."""
         solution = snap / SOLUTION_FILE
@@ -495,7 +496,9 @@ class Judge:
         found = (
             []
             if reference_as_candidate
-            else static_violations(source, snap / KERNELS_DIR, self.config.code_rules)
+            else static_violations(
+                source, snap / KERNELS_DIR, self.config.code_rules, reference_state(task.source)
+            )
         )
         verdict.checks["static"] = None if reference_as_candidate else not found
         if found:
@@ -1040,13 +1043,17 @@ def apply_speed_of_light(verdict: Verdict, roofline: dict | None) -> None:
 
 
 def static_violations(
-    source: str, kernels_dir: Path | None = None, rules: str = "env"
+    source: str,
+    kernels_dir: Path | None = None,
+    rules: str = "env",
+    state_names: frozenset[str] = frozenset(),
 ) -> list[str]:
     """Static findings on model_new.py and the C++/CUDA sources, as "static:<rule>: ..." strings.
 
     rules: the Python rule set, "env" or "external" (static_checks.RULE_SETS).
+    state_names: attributes forward may store on self (static_checks.reference_state).
     """
-    found = check_solution_source(source, rules=rules)
+    found = check_solution_source(source, rules=rules, state_names=state_names)
     native = {f"model_new.py string {i}": s for i, s in enumerate(string_constants(source))}
     if kernels_dir is not None and kernels_dir.is_dir():
         for path in sorted(kernels_dir.rglob("*")):

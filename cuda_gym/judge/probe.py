@@ -7,7 +7,14 @@ Which input distributions it tolerates, whether it runs in float64, which trivia
 from __future__ import annotations
 
 from cuda_gym.judge.protocol import ProbeRequest
-from cuda_gym.judge.roles import Reporter, as_list, device_name, import_file, pin_numerics
+from cuda_gym.judge.roles import (
+    Reporter,
+    as_list,
+    device_name,
+    fresh_state_each_call,
+    import_file,
+    pin_numerics,
+)
 
 
 def _setup(req: ProbeRequest, rep: Reporter):
@@ -63,6 +70,9 @@ def run_probe(req: ProbeRequest, rep: Reporter) -> dict:
             model64 = copy.deepcopy(model).double()
         except Exception:  # some modules cannot run in float64
             model64, fp64_ok = None, False
+        for each in (model, model64):
+            if each is not None:
+                fresh_state_each_call(each)
         fseed = forward_seed(req.seed)
         for dist in dict.fromkeys(DISTRIBUTIONS):
             spec = contract.trial_distribution(dist, input_contract["masks"])

@@ -88,6 +88,32 @@ def _short_traceback(exc: BaseException, keep: int = 12) -> str:
     return f"{type(exc).__name__}: {message[:300]}\n{text[-ERROR_CHARS:]}"
 
 
+def _copy_state(torch, model, state: dict, device: str) -> list:
+    """Copy the reference's state into `model`; the state each call then starts from.
+
+    `state`: the reference's plain tensor attributes by dotted path, copied where `model` has
+    the same attribute with the same shape and dtype (as the weights are: a recurrent cell's
+    initial hidden state drawn at random in __init__ comes from the reference, whichever
+    generator drew it), on `device` as in the reference (built on the device; `Module.to`
+    leaves such attributes where they are). Returns [(module, name, tensor)] of every plain
+    tensor attribute of `model` (`Runner._fresh_state`).
+    """
+    held = []
+    for prefix, module in model.named_modules():
+        for name, value in list(vars(module).items()):
+            if not isinstance(value, torch.Tensor) or name.startswith("_"):
+                continue
+            given = state.get(f"{prefix}.{name}" if prefix else name)
+            if isinstance(given, torch.Tensor) and (given.shape, given.dtype) == (
+                value.shape,
+                value.dtype,
+            ):
+                value = given.to(device)
+                setattr(module, name, value)
+            held.append((module, name, value))
+    return held
+
+
 def _import_file(name: str, path: str):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -431,6 +457,7 @@ class Runner:
         self.shared: list = []  # CUDA: the driver's input and output buffers (_ImportedBuffer)
         self.views: dict = {}  # CUDA: views of them by (buffer, spec), kept for later calls
         self._null_ban = None  # the ban guarding empty "banned" calls (no op ever runs in it)
+        self.state: list = []  # (module, name, tensor): the model's state as built (_copy_state)
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -464,6 +491,7 @@ class Runner:
                 copied = {k: v for k, v in weights.items() if k in own and own[k].shape == v.shape}
                 model.load_state_dict(copied, strict=False)
                 missing = sorted(set(weights) - set(copied))
+                self.state = _copy_state(torch, model, saved.get("state") or {}, self.device)
             if init["compile_model"]:
                 model = torch.compile(model)
         except BaseException as exc:  # the solution's failure: reported, never raised
@@ -474,6 +502,11 @@ class Runner:
         return {"error": None, "build_failed": False, "weights_not_copied": missing}
 
     # -- calls ----------------------------------------------------------------------------------
+
+    def _fresh_state(self) -> None:
+        """Give the next call the model's state as built, as the driver gives the reference's."""
+        for module, name, value in self.state:
+            setattr(module, name, value)
 
     def null(self, req: dict) -> dict:
         """An empty call, taken through a call's steps up to its "done"; the empty CallReply.
@@ -577,6 +610,7 @@ class Runner:
             if events:
                 marks.append(time.perf_counter())
                 events[0].record()
+            self._fresh_state()
             with torch.no_grad(), self._guard(req.get("count_own_calls", False)):
                 out = self.model(*args)
             if events:
@@ -697,6 +731,7 @@ class Runner:
                     if on_cuda
                     else torch.autograd.profiler.record_function("ModelNew.forward (whole call)")
                 )
+                self._fresh_state()
                 with whole, self._guard():
                     self.model(*call_args)
             self._sync()

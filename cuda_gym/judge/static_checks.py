@@ -11,6 +11,7 @@ early; the dispatcher ban and the runtime checks are the defence.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import string
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -275,6 +276,8 @@ class _Module:
         called: id() of every node that is the function of a call.
         allow_streams: Whether side streams, events and graphs are allowed.
         rules: The rule set, one of RULE_SETS.
+        state_names: Attributes the task's own forward stores on self (`reference_state`):
+            forward may store them too.
     """
 
     tree: ast.Module
@@ -285,10 +288,15 @@ class _Module:
     called: frozenset[int]
     allow_streams: bool
     rules: str = "env"
+    state_names: frozenset[str] = frozenset()
 
 
 def check_solution_source(
-    source: str, *, allow_streams: bool = False, rules: str = "env"
+    source: str,
+    *,
+    allow_streams: bool = False,
+    rules: str = "env",
+    state_names: frozenset[str] = frozenset(),
 ) -> list[StaticViolation]:
     """Check a solution's source against every rule in RULES, without running it.
 
@@ -297,6 +305,9 @@ def check_solution_source(
         allow_streams: Allow side streams, events and CUDA graphs (the `side_stream` rule).
         rules: "env" (the environment's rules) or "external" (code written elsewhere: more
             standard-library modules, os without process control, os.environ writes).
+        state_names: Attributes forward may store on self, because the task's own forward
+            does (`reference_state`: a recurrent cell's `self.hidden`). The judge gives every
+            call the state the model was built with, so nothing stored carries over.
 
     Returns:
         The violations sorted by line, at most one per rule and line; empty for a clean
@@ -310,7 +321,7 @@ def check_solution_source(
         return [StaticViolation("syntax", 0, _message("syntax", error=str(exc) or "too deep"))]
     if rules not in RULE_SETS:
         raise ValueError(f"unknown rule set {rules!r}; use one of {RULE_SETS}")
-    mod = _analyse(tree, allow_streams, rules)
+    mod = dataclasses.replace(_analyse(tree, allow_streams, rules), state_names=state_names)
     checks = (_check_try, _check_imports, _check_names, _check_attributes, _check_calls)
     found: dict[tuple[str, int], StaticViolation] = {}
     for check in (*checks, _check_stores, _check_classes, _check_state):
@@ -766,7 +777,7 @@ def _check_state(mod: _Module) -> Iterator[StaticViolation]:
         elif isinstance(node, ast.ClassDef):
             for method in node.body:
                 if isinstance(method, _FUNCTIONS) and method.name in _FORWARD_NAMES:
-                    yield from _check_forward(method)
+                    yield from _check_forward(method, mod.state_names)
         elif isinstance(node, (*_FUNCTIONS, ast.Lambda)):
             yield from _check_module_mutation(node, mod)
             yield from _check_mutable_defaults(node)
@@ -869,8 +880,43 @@ def _moved_attributes(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[int]:
     return found
 
 
-def _check_forward(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[StaticViolation]:
-    """Stores and mutating calls on self (or type(self), super()) inside forward."""
+def _stores_state(node: ast.AST, owners: set[str], state_names: frozenset[str]) -> bool:
+    """Whether `node` is the target `self.<name>` of a plain store, <name> in `state_names`."""
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Store)
+        and node.attr in state_names
+        and isinstance(node.value, ast.Name)
+        and node.value.id in owners - {"type", "super"}
+    )
+
+
+def reference_state(task_source: str) -> frozenset[str]:
+    """Attributes the task's `Model.forward` stores on self (a recurrent cell's hidden state)."""
+    try:
+        tree = ast.parse(task_source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    names = set()
+    for cls in tree.body:
+        if not (isinstance(cls, ast.ClassDef) and cls.name == "Model"):
+            continue
+        for fn in cls.body:
+            if isinstance(fn, _FUNCTIONS) and fn.name == "forward" and fn.args.args:
+                this = fn.args.args[0].arg
+                for node in ast.walk(fn):
+                    if _stores_state(node, {this}, frozenset({getattr(node, "attr", "")})):
+                        names.add(node.attr)
+    return frozenset(names)
+
+
+def _check_forward(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, state_names: frozenset[str] = frozenset()
+) -> Iterator[StaticViolation]:
+    """Stores and mutating calls on self (or type(self), super()) inside forward.
+
+    `self.<name> = ...` for a name of `state_names` is allowed (see check_solution_source).
+    """
     params = [*fn.args.posonlyargs, *fn.args.args]
     owners = {"type", "super"}
     # A staticmethod forward (torch.autograd.Function) gets a per-call ctx, not self.
@@ -878,7 +924,7 @@ def _check_forward(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[Stati
         owners.add(params[0].arg)
     moved = _moved_attributes(fn)
     for node in ast.walk(fn):
-        if id(node) in moved:
+        if id(node) in moved or _stores_state(node, owners, state_names):
             continue
         if _is_store(node):
             owner = _root(node, through_calls=True)

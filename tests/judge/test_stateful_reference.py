@@ -1,0 +1,85 @@
+"""A reference that stores its next state on self (KernelBench's recurrent cells): an honest
+candidate that does the same is judged against it call by call, every call starting from the
+state the reference was built with."""
+
+import pytest
+
+from cuda_gym.judge import Judge, JudgeConfig
+from cuda_gym.judge.static_checks import check_solution_source, reference_state
+from cuda_gym.tasks.task import task_from_string
+
+TASK = '''"""A cell carrying state across calls: out = x + state, and out is the next state."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, rows, cols):
+        super().__init__()
+        self.state = torch.randn(rows, cols)
+
+    def forward(self, x):
+        self.state = self.state.to(x.device)
+        out = x + self.state
+        self.state = out
+        return out
+
+
+def get_inputs():
+    return [torch.randn(8, 64)]
+
+
+def get_init_inputs():
+    return [8, 64]
+'''
+
+KERNEL = """#include <cstdint>
+extern "C" void add(const float* x, const float* s, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] + s[i];
+}
+"""
+
+MODEL_NEW = """import torch
+import torch.nn as nn
+
+import kernels_ext
+
+
+class ModelNew(nn.Module):
+    def __init__(self, rows, cols):
+        super().__init__()
+        torch.randn(3)  # draws in another order than the reference: its state is copied in
+        self.state = torch.randn(rows, cols)
+
+    def forward(self, x):
+        self.state = self.state.to(x.device)
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        kernels_ext.add(x, self.state, out, x.numel())
+        self.state = out
+        return out
+"""
+
+
+def test_the_references_stores_on_self_are_allowed_to_the_candidate():
+    names = reference_state(TASK)
+    assert names == {"state"}
+    assert [v.rule for v in check_solution_source(MODEL_NEW)] == ["global_state"]
+    assert check_solution_source(MODEL_NEW, state_names=names) == []
+    stored_elsewhere = MODEL_NEW.replace("self.state = out", "self.memo = out")
+    assert [v.rule for v in check_solution_source(stored_elsewhere, state_names=names)] == [
+        "global_state"
+    ]
+
+
+@pytest.mark.slow
+def test_an_honest_stateful_candidate_is_accepted(tmp_path):
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "add.cpp").write_text(KERNEL)
+    (tmp_path / "model_new.py").write_text(MODEL_NEW)
+    task = task_from_string(TASK, "stateful_cell").for_device("cpu")
+    judge = Judge(JudgeConfig(device="cpu", baselines=("eager",), timed_runs=3))
+    verdict = judge.evaluate(task, tmp_path, timing=True)
+    assert verdict.correct and verdict.verdict == "accept", (verdict.error, verdict.violations)
+    assert verdict.checks["deterministic"] is True
