@@ -95,8 +95,9 @@ def _copy_state(torch, model, state: dict, device: str) -> list:
     the same attribute with the same shape and dtype (as the weights are: a recurrent cell's
     initial hidden state drawn at random in __init__ comes from the reference, whichever
     generator drew it), on `device` as in the reference (built on the device; `Module.to`
-    leaves such attributes where they are). Returns [(module, name, tensor)] of every plain
-    tensor attribute of `model` (`Runner._fresh_state`).
+    leaves such attributes where they are). Returns [(module, name, tensor)] of what it copied
+    (`Runner._fresh_state`); attributes of the model's own are left as they are, so a
+    constant its forward moves to the device moves once, not at every call.
     """
     held = []
     for prefix, module in model.named_modules():
@@ -108,9 +109,9 @@ def _copy_state(torch, model, state: dict, device: str) -> list:
                 value.shape,
                 value.dtype,
             ):
-                value = given.to(device)
-                setattr(module, name, value)
-            held.append((module, name, value))
+                given = given.to(device)
+                setattr(module, name, given)
+                held.append((module, name, given))
     return held
 
 
@@ -457,7 +458,7 @@ class Runner:
         self.shared: list = []  # CUDA: the driver's input and output buffers (_ImportedBuffer)
         self.views: dict = {}  # CUDA: views of them by (buffer, spec), kept for later calls
         self._null_ban = None  # the ban guarding empty "banned" calls (no op ever runs in it)
-        self.state: list = []  # (module, name, tensor): the model's state as built (_copy_state)
+        self.state: list = []  # (module, name, tensor): the reference's state (_copy_state)
 
     # -- set-up ---------------------------------------------------------------------------------
 
