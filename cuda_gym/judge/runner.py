@@ -88,30 +88,40 @@ def _short_traceback(exc: BaseException, keep: int = 12) -> str:
     return f"{type(exc).__name__}: {message[:300]}\n{text[-ERROR_CHARS:]}"
 
 
-def _copy_state(torch, model, state: dict, device: str) -> list:
-    """Copy the reference's state into `model`; the state each call then starts from.
+_ABSENT = object()
 
-    `state`: the reference's plain tensor attributes by dotted path, copied where `model` has
-    the same attribute with the same shape and dtype (as the weights are: a recurrent cell's
-    initial hidden state drawn at random in __init__ comes from the reference, whichever
-    generator drew it), on `device` as in the reference (built on the device; `Module.to`
-    leaves such attributes where they are). Returns [(module, name, tensor)] of what it copied
-    (`Runner._fresh_state`); attributes of the model's own are left as they are, so a
-    constant its forward moves to the device moves once, not at every call.
+
+def _copy_state(torch, model, state: dict, device: str) -> list:
+    """Copy the reference's state into `model`; what each call then starts from.
+
+    `state`: the reference's plain tensor attributes by dotted path. Each is copied where
+    `model` has the same attribute with the same shape and dtype (as the weights are: a
+    recurrent cell's initial hidden state drawn at random in __init__ comes from the
+    reference, whichever generator drew it), on `device` as in the reference (built on the
+    device; `Module.to` leaves such attributes where they are). Returns [(module, name, value)]
+    for every path of `state` (`Runner._fresh_state`): the copy, else the model's own value
+    under that name, or _ABSENT. Forward may store exactly those names on self
+    (static_checks.reference_state), and nothing so stored outlives the call. Attributes
+    under other names are left alone: a constant forward moves to the device moves once.
     """
+    modules = dict(model.named_modules())
     held = []
-    for prefix, module in model.named_modules():
-        for name, value in list(vars(module).items()):
-            if not isinstance(value, torch.Tensor) or name.startswith("_"):
-                continue
-            given = state.get(f"{prefix}.{name}" if prefix else name)
-            if isinstance(given, torch.Tensor) and (given.shape, given.dtype) == (
-                value.shape,
-                value.dtype,
-            ):
-                given = given.to(device)
-                setattr(module, name, given)
-                held.append((module, name, given))
+    for path, given in state.items():
+        owner, _, name = path.rpartition(".")
+        module = modules.get(owner)
+        if module is None or name.startswith("_"):
+            continue
+        value = vars(module).get(name, _ABSENT)
+        if value is _ABSENT:  # a buffer under that name is state as well
+            value = getattr(module, "_buffers", {}).get(name, _ABSENT)
+        if (
+            isinstance(value, torch.Tensor)
+            and isinstance(given, torch.Tensor)
+            and (given.shape, given.dtype) == (value.shape, value.dtype)
+        ):
+            value = given.to(device)
+            setattr(module, name, value)
+        held.append((module, name, value))
     return held
 
 
@@ -505,9 +515,12 @@ class Runner:
     # -- calls ----------------------------------------------------------------------------------
 
     def _fresh_state(self) -> None:
-        """Give the next call the model's state as built, as the driver gives the reference's."""
+        """Give the next call the state of `_copy_state`, as the driver gives the reference's."""
         for module, name, value in self.state:
-            setattr(module, name, value)
+            if value is _ABSENT:
+                vars(module).pop(name, None)
+            else:
+                setattr(module, name, value)
 
     def null(self, req: dict) -> dict:
         """An empty call, taken through a call's steps up to its "done"; the empty CallReply.

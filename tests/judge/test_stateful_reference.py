@@ -83,3 +83,29 @@ def test_an_honest_stateful_candidate_is_accepted(tmp_path):
     verdict = judge.evaluate(task, tmp_path, timing=True)
     assert verdict.correct and verdict.verdict == "accept", (verdict.error, verdict.violations)
     assert verdict.checks["deterministic"] is True
+
+
+def test_the_runner_restores_the_state_names_whatever_the_candidate_keeps_there():
+    import torch
+
+    from cuda_gym.judge import runner
+
+    class Cell(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.state = torch.zeros(2, 3)  # copied from the reference
+            self.register_buffer("memo", torch.zeros(1))  # a buffer under a state name
+            self.own = torch.ones(4)  # not the reference's: left alone
+
+    cell = Cell()
+    reference = {"state": torch.full((2, 3), 7.0), "memo": torch.ones(5), "extra": torch.ones(1)}
+    held = runner._copy_state(torch, cell, reference, "cpu")
+    assert [name for _, name, _ in held] == ["state", "memo", "extra"]
+    assert torch.equal(cell.state, torch.full((2, 3), 7.0))
+    state, memo, own = cell.state, cell.memo, cell.own
+    cell.state, cell.memo, cell.extra, cell.own = torch.ones(1), torch.ones(1), 1, torch.zeros(4)
+    r = runner.Runner.__new__(runner.Runner)
+    r.state = held
+    r._fresh_state()
+    assert cell.state is state and cell.memo is memo and not hasattr(cell, "extra")
+    assert cell.own is not own  # only the reference's state names are restored
