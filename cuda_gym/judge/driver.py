@@ -58,6 +58,7 @@ from cuda_gym.judge.protocol import (
     KernelSummary,
     TimingStats,
 )
+from cuda_gym.judge.static_checks import reference_state
 from cuda_gym.judge.timing import L2_FLUSH_BYTES, kernel_origin
 from cuda_gym.judge.untrusted import RunnerFailed, RunnerLink, runner_sandbox
 from cuda_gym.judge.verdict import ViolationKind, format_violation
@@ -294,6 +295,9 @@ class Driver:
         # Its state beside the weights (a recurrent cell's initial hidden state, drawn on the
         # device here and on the CPU in the runner): the runner copies it in as it does them.
         state = {k: v.detach().cpu() for k, v in roles.state_tensors(self.model).items()}
+        # Names its forward stores that __init__ did not set: the runner restores them too.
+        stored = reference_state(Path(req.header.task_path).read_text())
+        state.update({name: None for name in stored if name not in state})
         torch.save({"init_args": init_args, "weights": weights, "state": state}, self.init_path)
 
     def _serve(

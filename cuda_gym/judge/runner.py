@@ -94,7 +94,8 @@ _ABSENT = object()
 def _copy_state(torch, model, state: dict, device: str) -> list:
     """Copy the reference's state into `model`; what each call then starts from.
 
-    `state`: the reference's plain tensor attributes by dotted path. Each is copied where
+    `state`: the reference's plain tensor attributes by dotted path (None: a name its forward
+    stores that __init__ did not set, copied from nothing). Each is copied where
     `model` has the same attribute with the same shape and dtype (as the weights are: a
     recurrent cell's initial hidden state drawn at random in __init__ comes from the
     reference, whichever generator drew it), on `device` as in the reference (built on the

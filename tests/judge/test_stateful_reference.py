@@ -98,7 +98,7 @@ def test_the_runner_restores_the_state_names_whatever_the_candidate_keeps_there(
             self.own = torch.ones(4)  # not the reference's: left alone
 
     cell = Cell()
-    reference = {"state": torch.full((2, 3), 7.0), "memo": torch.ones(5), "extra": torch.ones(1)}
+    reference = {"state": torch.full((2, 3), 7.0), "memo": torch.ones(5), "extra": None}
     held = runner._copy_state(torch, cell, reference, "cpu")
     assert [name for _, name, _ in held] == ["state", "memo", "extra"]
     assert torch.equal(cell.state, torch.full((2, 3), 7.0))
