@@ -109,3 +109,29 @@ def test_the_runner_restores_the_state_names_whatever_the_candidate_keeps_there(
     r._fresh_state()
     assert cell.state is state and cell.memo is memo and not hasattr(cell, "extra")
     assert cell.own is not own  # only the reference's state names are restored
+
+
+def test_a_reference_starts_every_forward_from_its_state_as_built():
+    import torch
+
+    from cuda_gym.judge import roles
+
+    class Cell(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.state = torch.zeros(3)
+            self.lin = torch.nn.Linear(3, 3)
+            self.lin.mask = torch.ones(3)
+
+        def forward(self, x):
+            out = x + self.state
+            self.state = out
+            self.lin.mask = out
+            return out
+
+    cell = Cell()
+    assert set(roles.state_tensors(cell)) == {"state", "lin.mask"}
+    roles.fresh_state_each_call(cell)
+    x = torch.ones(3)
+    assert torch.equal(cell(x), cell(x))
+    assert torch.equal(cell(x), x)
