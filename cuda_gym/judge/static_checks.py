@@ -775,9 +775,12 @@ def _check_state(mod: _Module) -> Iterator[StaticViolation]:
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             yield _at(node, "global_state", "global", _code(node))
         elif isinstance(node, ast.ClassDef):
+            # A buffer of its own may be rebound in forward (BatchNorm's running statistics),
+            # as it may be written in place with copy_: neither reaches an output unread.
+            allowed = mod.state_names | _registered_buffers(node)
             for method in node.body:
                 if isinstance(method, _FUNCTIONS) and method.name in _FORWARD_NAMES:
-                    yield from _check_forward(method, mod.state_names)
+                    yield from _check_forward(method, allowed)
         elif isinstance(node, (*_FUNCTIONS, ast.Lambda)):
             yield from _check_module_mutation(node, mod)
             yield from _check_mutable_defaults(node)
@@ -889,6 +892,28 @@ def _stores_state(node: ast.AST, owners: set[str], state_names: frozenset[str]) 
         and isinstance(node.value, ast.Name)
         and node.value.id in owners - {"type", "super"}
     )
+
+
+def _registered_buffers(cls: ast.ClassDef) -> frozenset[str]:
+    """Names `__init__` registers as buffers: `self.register_buffer("name", ...)`."""
+    names = set()
+    for fn in cls.body:
+        if not (isinstance(fn, _FUNCTIONS) and fn.name == "__init__" and fn.args.args):
+            continue
+        this = fn.args.args[0].arg
+        for node in ast.walk(fn):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "register_buffer"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == this
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                names.add(node.args[0].value)
+    return frozenset(names)
 
 
 def reference_state(task_source: str) -> frozenset[str]:

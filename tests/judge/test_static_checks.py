@@ -624,6 +624,19 @@ def test_einops_is_allowed_for_code_written_elsewhere_only():
     assert [rule for rule, _ in violations(source, rules="env")] == ["forbidden_import"]
 
 
+def test_a_registered_buffer_may_be_rebound_in_forward_like_running_statistics():
+    source = (
+        "import torch\n\n\nclass ModelNew(torch.nn.Module):\n"
+        "    def __init__(self, c):\n        super().__init__()\n"
+        '        self.register_buffer("running_mean", torch.zeros(c))\n\n'
+        "    def forward(self, x):\n"
+        "        self.running_mean = x\n"
+        "        self.memo = x\n"
+        "        return x\n"
+    )
+    assert violations(source, rules="external") == [("global_state", 11)]
+
+
 def test_numpy_in_init_is_allowed_for_code_written_elsewhere_only():
     # Inside forward the runner refuses every way of taking tensor data to NumPy.
     source = (
