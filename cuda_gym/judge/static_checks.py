@@ -11,7 +11,6 @@ early; the dispatcher ban and the runtime checks are the defence.
 from __future__ import annotations
 
 import ast
-import dataclasses
 import string
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -321,7 +320,7 @@ def check_solution_source(
         return [StaticViolation("syntax", 0, _message("syntax", error=str(exc) or "too deep"))]
     if rules not in RULE_SETS:
         raise ValueError(f"unknown rule set {rules!r}; use one of {RULE_SETS}")
-    mod = dataclasses.replace(_analyse(tree, allow_streams, rules), state_names=state_names)
+    mod = _analyse(tree, allow_streams, rules, state_names)
     checks = (_check_try, _check_imports, _check_names, _check_attributes, _check_calls)
     found: dict[tuple[str, int], StaticViolation] = {}
     for check in (*checks, _check_stores, _check_classes, _check_state):
@@ -458,7 +457,12 @@ def _has_params(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> bool
     return bool(a.posonlyargs or a.args or a.kwonlyargs or a.vararg or a.kwarg)
 
 
-def _analyse(tree: ast.Module, allow_streams: bool, rules: str = "env") -> _Module:
+def _analyse(
+    tree: ast.Module,
+    allow_streams: bool,
+    rules: str = "env",
+    state_names: frozenset[str] = frozenset(),
+) -> _Module:
     aliases: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -495,6 +499,7 @@ def _analyse(tree: ast.Module, allow_streams: bool, rules: str = "env") -> _Modu
         frozenset(called),
         allow_streams,
         rules,
+        state_names,
     )
 
 

@@ -3,9 +3,7 @@ copied into the candidate (drawn on the CPU in the runner), and every call start
 
 import pytest
 
-from cuda_gym.judge import Judge, JudgeConfig
-from cuda_gym.tasks.task import task_from_string
-from tests.judge.test_stateful_reference import MODEL_NEW, TASK
+from tests.judge.test_stateful_reference import judge_stateful
 
 pytestmark = pytest.mark.gpu
 
@@ -25,11 +23,6 @@ extern "C" void add(const float* x, const float* s, float* out, int64_t n, cudaS
 
 
 def test_an_honest_stateful_candidate_is_accepted_on_the_gpu(tmp_path):
-    (tmp_path / "kernels").mkdir()
-    (tmp_path / "kernels" / "add.cu").write_text(KERNEL)
-    (tmp_path / "model_new.py").write_text(MODEL_NEW)
-    task = task_from_string(TASK, "stateful_cell").for_device("cuda")
-    judge = Judge(JudgeConfig(device="cuda", baselines=("eager",), timed_runs=3))
-    verdict = judge.evaluate(task, tmp_path, timing=True)
+    verdict = judge_stateful(tmp_path, "cuda", "add.cu", KERNEL)
     assert verdict.correct and verdict.verdict == "accept", (verdict.error, verdict.violations)
     assert verdict.checks["deterministic"] is True

@@ -73,14 +73,19 @@ def test_the_references_stores_on_self_are_allowed_to_the_candidate():
     ]
 
 
+def judge_stateful(root, device: str, kernel_file: str, kernel: str):
+    """The verdict on MODEL_NEW (its kernel `kernel` in kernels/`kernel_file`) for TASK."""
+    (root / "kernels").mkdir()
+    (root / "kernels" / kernel_file).write_text(kernel)
+    (root / "model_new.py").write_text(MODEL_NEW)
+    task = task_from_string(TASK, "stateful_cell").for_device(device)
+    judge = Judge(JudgeConfig(device=device, baselines=("eager",), timed_runs=3))
+    return judge.evaluate(task, root, timing=True)
+
+
 @pytest.mark.slow
 def test_an_honest_stateful_candidate_is_accepted(tmp_path):
-    (tmp_path / "kernels").mkdir()
-    (tmp_path / "kernels" / "add.cpp").write_text(KERNEL)
-    (tmp_path / "model_new.py").write_text(MODEL_NEW)
-    task = task_from_string(TASK, "stateful_cell").for_device("cpu")
-    judge = Judge(JudgeConfig(device="cpu", baselines=("eager",), timed_runs=3))
-    verdict = judge.evaluate(task, tmp_path, timing=True)
+    verdict = judge_stateful(tmp_path, "cpu", "add.cpp", KERNEL)
     assert verdict.correct and verdict.verdict == "accept", (verdict.error, verdict.violations)
     assert verdict.checks["deterministic"] is True
 
