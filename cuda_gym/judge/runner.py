@@ -11,7 +11,8 @@ them strictly and trusts none of them: what the runner measures or reports can o
 Messages (driver -> runner): "null" CallRequests (empty calls, before anything is loaded: the
 driver's measure of the round trip), RunnerInit, then "share" (CUDA: the driver's input and
 output buffers as two file descriptors of CUDA virtual memory, once per layout; see
-cuda_gym/judge/device_share.py), "call" / "profile" CallRequests, "exit". A "call" whose forward
+cuda_gym/judge/device_share.py), "prime" (CUDA: one tiny kernel, synchronised, before each timed
+call), "call" / "profile" CallRequests, "exit". A "call" whose forward
 returned is answered twice: "done" ({"call_id", "done": true, "nonce"}, the call's nonce) right
 after forward and its synchronisation, then the CallReply once the outputs are in the driver's
 slots.
@@ -469,6 +470,7 @@ class Runner:
         self.shared: list = []  # CUDA: the driver's input and output buffers (_ImportedBuffer)
         self.views: dict = {}  # CUDA: views of them by (buffer, spec), kept for later calls
         self._null_ban = None  # the ban guarding empty "banned" calls (no op ever runs in it)
+        self._prime_buf = None  # CUDA: the one-element tensor of "prime" (set at the first)
         self.state: list = []  # (module, name, tensor): the reference's state (_copy_state)
 
     # -- set-up ---------------------------------------------------------------------------------
@@ -543,6 +545,20 @@ class Runner:
             torch.cuda.synchronize()
         _send(self.sock, {"call_id": req["call_id"], "done": True, "nonce": req.get("nonce")})
         return empty_reply(req["call_id"])
+
+    def prime(self) -> None:
+        """CUDA: run one tiny kernel and wait for it, right before a timed call.
+
+        The driver's GPU work (the call's inputs, its L2 flush) came last: the device's switch
+        to this process's context (~0.16 ms on the H200) is paid here, outside the timed window,
+        and not by the first kernel of forward.
+        """
+        if self.device != "cuda":
+            return
+        if self._prime_buf is None:
+            self._prime_buf = self.torch.zeros(1, device="cuda")
+        self._prime_buf.zero_()
+        self.torch.cuda.synchronize()
 
     def _buffer(self, fd: int, size: int):
         if size == 0:
@@ -1032,6 +1048,10 @@ def main() -> None:
         if message.get("kind") == "share":
             runner.share(message, fds)
             _send(sock, {"shared": True})
+            continue
+        if message.get("kind") == "prime":
+            runner.prime()
+            _send(sock, {"primed": True})
             continue
         _send(sock, runner.call(message, fds))
     sys.stdout.flush()

@@ -238,6 +238,17 @@ class RunnerLink:
         self.send(init)
         return self._decode(RunnerReady, self.receive(limit_s))
 
+    def prime(self, limit_s: float | None = None) -> None:
+        """CUDA: have the runner run one tiny kernel and wait for it (before a timed call).
+
+        The device then runs the runner's context when the call is sent: its switch from the
+        driver's (whose flush ran last) is not inside the call's window.
+        """
+        self._refuse_unasked()
+        self.send({"kind": "prime"})
+        if self.receive(limit_s) != {"primed": True}:
+            raise self._failed("sent a malformed reply (expected its prime)")
+
     def call(
         self, message: dict, fds: tuple[int, ...] = (), limit_s: float | None = None
     ) -> CallReply:
