@@ -130,6 +130,9 @@ def run_record(verdict, seconds: float) -> dict:
         "min_ms": timing.get("min_ms"),
         "max_ms": timing.get("max_ms"),
         "host_median_ms": timing.get("host_median_ms"),
+        "empty_call_ms": timing.get("round_trip_ms"),
+        "runner_event_ms": timing.get("runner_event_ms"),  # with CUDA_GYM_TRACE_EVENTS=1
+        "runner_trace_ms": timing.get("runner_trace_ms"),
         "warmup_calls": timing.get("warmup_calls"),
         "sm_clock_mhz_after": timing.get("sm_clock_mhz_after"),
         "profiler_kernel_ms": verdict.flags.get(Flag.PROFILE_KERNEL_MS_PER_CALL),
