@@ -480,6 +480,7 @@ class Driver:
         trials = Comparison()
         first = None
         for k, (seed, dist) in enumerate(zip(req.seeds, req.distributions)):
+            roles.make_way(self.rep, self.device)  # a timer waits for one trial, not all
             inputs = make_inputs(self.task, seed, self.device, dist)
             fseed = forward_seed(seed)
             exp, exp64, scales = self._reference(inputs, fseed)
@@ -497,6 +498,7 @@ class Driver:
                 first = (inputs, fseed, out)  # the reference's outputs are made again below
             del inputs, exp, exp64, scales, out
         inputs, fseed, out = first
+        roles.make_way(self.rep, self.device)
         exp, exp64, scales = self._reference(inputs, fseed)
         repeat, _ = served.call(inputs, exp, fseed)
         bitwise = len(out) == len(repeat) and all(
@@ -529,6 +531,7 @@ class Driver:
             self.rep.enter("recheck")
             recheck = Comparison()
             for k, (inputs_k, fseed_k, out_k) in enumerate(kept):
+                roles.make_way(self.rep, self.device)
                 exp_k, exp64_k, scales_k = self._reference(inputs_k, fseed_k)
                 check_outputs_match(
                     [exp_k],

@@ -195,6 +195,26 @@ def alone(rep: Reporter, stage: str):
     return _gate_hold(rep, stage, lambda gate: gate.exclusive())
 
 
+def make_way(rep: Reporter, device: str) -> None:
+    """Between two steps of shared device work: let waiting timers go first, then go on.
+
+    The device is synchronised first: nothing of this process's runs while they time. The wait
+    to come back is in stage "gate", where the parent stops the worker's clock.
+    """
+    if _GATE is None or _GATE.held != "shared" or not _GATE.timers_waiting():
+        return
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+    stage = rep.stage
+    rep.enter("gate")
+    try:
+        _GATE.make_way()
+    finally:
+        rep.enter(stage)
+
+
 def off_device(rep: Reporter, stage: str):
     """Run a block of host-only work in `stage` without holding the gate (DeviceGate.outside).
 

@@ -16,7 +16,9 @@ host):
   work then time one after another, and shared work comes back once for all of them: a drain
   (waiting for the longest shared holder) is paid once per batch of timers, not once per timer.
   Timers only come from processes already let in (a timer goes back to waiting like any shared
-  entrant), so a batch is finite and shared entrants are not starved.
+  entrant), so a batch is finite and shared entrants are not starved. A shared holder working
+  in short steps steps out between them while timers wait (`make_way`), so a drain lasts one
+  step of the longest holder's, not its whole shared work.
 
 A process never holds `main` while it waits for `turn` or `timers`, so nobody can deadlock. The
 kernel drops a dead holder's locks, so a killed worker never leaves the gate closed. The files
@@ -161,6 +163,31 @@ class DeviceGate:
             yield
         finally:
             self._enter(fcntl.LOCK_SH, "shared")
+
+    def timers_waiting(self) -> bool:
+        """Whether any process waits to time or is timing (holds `timers`)."""
+        if self._held == "exclusive":
+            return True  # this process (converting its own hold of `timers` would drop it)
+        try:
+            fcntl.flock(self._timers, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(self._timers, fcntl.LOCK_UN)
+        return False
+
+    def make_way(self) -> bool:
+        """Between two steps of shared work: step out for waiting timers, then back in.
+
+        A timer waits for every shared holder to leave (the drain). A holder whose shared work
+        is many short steps (a judgement's correctness calls) calls this between them, so the
+        drain lasts one step, not all of them; it comes back behind the timers queued now, as
+        any shared entrant would. Returns whether it stepped out.
+        """
+        if self._held != "shared" or not self.timers_waiting():
+            return False
+        self._leave()
+        self._enter(fcntl.LOCK_SH, "shared")
+        return True
 
     @property
     def held(self) -> str | None:

@@ -159,6 +159,27 @@ def test_outside_lets_a_timer_in_and_takes_the_shared_hold_back(tmp_path):
     gate.close()
 
 
+def test_make_way_lets_a_waiting_timer_time_between_two_steps(tmp_path):
+    gate = DeviceGate("dev", tmp_path)
+    with gate.shared():
+        assert not gate.timers_waiting()
+        assert gate.make_way() is False  # nobody waits: the hold is kept, nothing waited for
+        assert gate.held == "shared"
+        timer = child(tmp_path, "exclusive", 0.3)
+        time.sleep(0.3)
+        assert timer.poll() is None and gate.timers_waiting()
+        left = time.monotonic()
+        assert gate.make_way() is True
+        back = time.monotonic()
+        assert gate.held == "shared"
+        timer_in, timer_out = times(timer)
+        assert left <= timer_in and back >= timer_out  # the timer timed in between
+        assert not gate.timers_waiting()
+    with gate.exclusive():
+        assert gate.make_way() is False  # a timer does not step out
+    gate.close()
+
+
 def test_an_exception_inside_releases_the_gate(tmp_path):
     gate = DeviceGate("dev", tmp_path)
     with pytest.raises(RuntimeError), gate.exclusive():
