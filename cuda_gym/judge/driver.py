@@ -278,6 +278,9 @@ class Driver:
         self.result = CandidateResult()
         self.rng = secrets.SystemRandom()
         self.reference_s: float | None = None  # the fastest reference forward measured
+        # In a directory of its own, which the runners' sandboxes see (read-only).
+        self.init_path = self.work / "init" / "init.pt"
+        self._early: Served | Exception | None = None  # launch_candidate's runner
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -295,7 +298,7 @@ class Driver:
         for model in (self.model, self.model64):
             if model is not None:
                 roles.fresh_state_each_call(model)
-        self.init_path = self.work / "init.pt"
+        self.init_path.parent.mkdir(exist_ok=True)
         weights = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
         # Its state beside the weights (a recurrent cell's initial hidden state, drawn on the
         # device here and on the CPU in the runner): the runner copies it in as it does them.
@@ -304,6 +307,54 @@ class Driver:
         stored = reference_state(Path(req.header.task_path).read_text())
         state.update({name: None for name in stored if name not in state})
         torch.save({"init_args": init_args, "weights": weights, "state": state}, self.init_path)
+
+    def launch_candidate(self) -> None:
+        """Start the solution's runner process now, before the worker waits for the device.
+
+        Its start (a sandboxed Python importing torch: seconds of host work) then overlaps the
+        worker's waits for device memory and the gate and the driver's set-up; it loads nothing
+        until the driver serves it. A failure to start is raised where it is served.
+        """
+        req = self.req
+        try:
+            self._early = self._launch(
+                req.solution_dir, req.module_dir, "candidate", req.runner_timeout_s, True
+            )
+        except Exception as exc:  # raised in `_serve`, as a runner started there would
+            self._early = exc
+
+    def close_early(self) -> None:
+        """Stop a runner `launch_candidate` started that was never served."""
+        if isinstance(self._early, Served):
+            self._early.close()
+        self._early = None
+
+    def _launch(
+        self, solution_dir: str, module_dir, role: str, budget_s: float, candidate: bool
+    ) -> Served:
+        """Start a runner process for `solution_dir` (in its sandbox); it loads nothing yet."""
+        work = self.work / f"runner-{role.replace(' ', '-')}-{secrets.token_hex(4)}"
+        work.mkdir()
+        env = roles.runner_env()
+        env["TORCH_EXTENSIONS_DIR"] = str(work / "torch_extensions")  # its own, never shared
+        if candidate and self.req.extensions_dir:
+            shutil.copytree(self.req.extensions_dir, work / "torch_extensions")
+        sandbox = None
+        if self.req.sandbox:
+            # The init file's directory, not the file: the runner may start before it is written.
+            self.init_path.parent.mkdir(exist_ok=True)
+            readable = tuple(p for p in (solution_dir, module_dir, str(self.init_path.parent)) if p)
+            sandbox = runner_sandbox(
+                work, self.device, readable, self.req.sandbox_data_bytes, budget_s
+            )
+        spin_s = SPIN_S if self.device == "cuda" else 0.0
+        link = RunnerLink(work, env, budget_s, role, sandbox, spin_s)
+        return Served(
+            link,
+            self.device,
+            self._call_limit_s if candidate else None,
+            self.req.first_call_extra_s if candidate else FIRST_CALL_EXTRA_S,
+        )
 
     def _serve(
         self,
@@ -316,35 +367,23 @@ class Driver:
         load_limit_s: float | None = None,
         candidate: bool = False,
     ) -> Served:
-        """Start a runner serving the model of `solution_dir`, ready for calls.
+        """A runner serving the model of `solution_dir`, ready for calls.
 
-        candidate: the solution's runner: its torch extensions (built by the judge's build
-        stage) are copied where its torch looks for them, it compiles only where the request
-        allows, and each call is limited by the reference's time (`_call_limit_s`).
+        candidate: the solution's runner (the one `launch_candidate` started, if it did): its
+        torch extensions (built by the judge's build stage) are copied where its torch looks
+        for them, it compiles only where the request allows, and each call is limited by the
+        reference's time (`_call_limit_s`).
         """
         allowed = set(ALLOWED_OPS) - REFUSED_OPS
         if self.req.allow_vendor_libraries:
             allowed |= VENDOR_LIBRARY_OPS
-        work = self.work / f"runner-{role.replace(' ', '-')}-{secrets.token_hex(4)}"
-        work.mkdir()
-        env = roles.runner_env()
-        env["TORCH_EXTENSIONS_DIR"] = str(work / "torch_extensions")  # its own, never shared
-        if candidate and self.req.extensions_dir:
-            shutil.copytree(self.req.extensions_dir, work / "torch_extensions")
-        sandbox = None
-        if self.req.sandbox:
-            readable = tuple(p for p in (solution_dir, module_dir, str(self.init_path)) if p)
-            sandbox = runner_sandbox(
-                work, self.device, readable, self.req.sandbox_data_bytes, budget_s
-            )
-        spin_s = SPIN_S if self.device == "cuda" else 0.0
-        link = RunnerLink(work, env, budget_s, role, sandbox, spin_s)
-        served = Served(
-            link,
-            self.device,
-            self._call_limit_s if candidate else None,
-            self.req.first_call_extra_s if candidate else FIRST_CALL_EXTRA_S,
-        )
+        early = self._early if candidate else None
+        if candidate:
+            self._early = None
+        if isinstance(early, Exception):
+            raise early
+        served = early or self._launch(solution_dir, module_dir, role, budget_s, candidate)
+        link = served.link
         stage = self.rep.stage
         try:
             # The runner's start (importing torch: seconds) holds no gate; a timer waiting for

@@ -146,10 +146,17 @@ def _run_role(role: str, data: dict, rep: Reporter) -> None:
     if role != "candidate":
         raise SystemExit(f"unknown role {role!r}")
     req = decode(CandidateRequest, data)
-    with open_gate(req.header, rep):
-        from cuda_gym.judge.driver import run_candidate
+    from cuda_gym.judge.driver import Driver
 
-        result = run_candidate(req, rep)
+    driver = Driver(req, rep)
+    if not req.baselines_only:
+        # The runner's start overlaps the waits for device memory and the gate below.
+        driver.launch_candidate()
+    try:
+        with open_gate(req.header, rep):
+            result = driver.run()
+    finally:
+        driver.close_early()
     result.stage_s = {}  # the reporter adds its own
     out = dataclasses.asdict(result)
     del out["stage_s"], out["device_peak"]
