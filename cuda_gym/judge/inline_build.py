@@ -13,10 +13,11 @@ match one made for load_inline builds (cuda_gym.judge.pch, INLINE_VARIANTS; read
 sandbox); the judge, not the sandbox, makes the variants the stage asked for and lacked.
 
 Cache: the libraries are copied, by the judge (a trusted process), into
-`<cache>/inline_builds/<key>`, keyed by model_new.py's bytes, the device, the GPU architecture
-and the toolchain, and sealed like kernels/ builds (cuda_gym.judge.build): an identical solution
-in any later episode or process skips the build. What the sandboxed import wrote is untrusted,
-but it only ever serves the same model_new.py, whose own code would run in its runner anyway.
+`<cache>/inline_builds/<key>`, keyed by the bytes of every file of the solution, the device, the
+GPU architecture and the toolchain, and sealed like kernels/ builds (cuda_gym.judge.build): an
+identical solution in any later episode or process skips the build. What the sandboxed import
+wrote is untrusted, but it only ever serves the same files, whose own code would run in their
+runner anyway.
 """
 
 from __future__ import annotations
@@ -77,12 +78,32 @@ def builds_extensions(source: str) -> bool:
     return "load_inline" in source or bool(_CPP_EXTENSION.search(source) and _BUILDS.search(source))
 
 
-def inline_key(source: str, config: JudgeConfig, arch: str | None) -> str:
-    """SHA-256 over model_new.py's bytes, the device, the GPU architecture and the toolchain."""
+def inline_key(solution_dir: Path, config: JudgeConfig, arch: str | None) -> str:
+    """SHA-256 over the solution's files, the device, GPU architecture, flags and toolchain.
+
+    Every file, not model_new.py alone: its import may read any of them (its C++ from
+    `kernels/op.inc`, say), so two solutions differing only there must not share a build.
+    """
     h = hashlib.sha256()
-    payload = [config.device, arch, toolchain_id(config.device), list(config.cuda_flags)]
+    payload = [
+        config.device,
+        arch,
+        toolchain_id(config.device),
+        list(config.cuda_flags),
+        list(config.cxx_flags),
+    ]
     h.update(json.dumps(payload).encode())
-    h.update(source.encode())
+    for top, dirs, files in os.walk(solution_dir):  # links to directories are not followed
+        dirs.sort()
+        for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(top, d))]):
+            path = os.path.join(top, name)
+            rel = os.path.relpath(path, solution_dir).encode()
+            if os.path.islink(path):
+                h.update(b"L%d:%s%s\0" % (len(rel), rel, os.readlink(path).encode()))
+            elif os.path.isfile(path):
+                data = Path(path).read_bytes()
+                h.update(b"F%d:%s%d:" % (len(rel), rel, len(data)))
+                h.update(data)
     return h.hexdigest()
 
 
@@ -95,7 +116,7 @@ def build_inline(
     """
     start = time.monotonic()
     cache = config.resolved_cache_dir
-    key = inline_key(source, config, arch)
+    key = inline_key(solution_dir, config, arch)
     entry = cache / "inline_builds" / key[:32]
     entry.parent.mkdir(parents=True, exist_ok=True)
     with open(entry.parent / f"{key[:32]}.lock", "w") as lock:

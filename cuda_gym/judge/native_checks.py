@@ -38,6 +38,9 @@ _BELOW_DISPATCHER = re.compile(
     # source scan refuses it in the candidate's code.)
     r"|_tls_set_dispatch_key|tls_local_dispatch_key_set"
 )
+# Functions found by name at run time (libtorch's at::cpu:: kernels through dlsym, say): an
+# extension of the candidate's has no use for them.
+_RUNTIME_LOOKUP = re.compile(r"^(?:dlsym|dlvsym|dlopen|dlmopen|__libc_dl\w*)(?:@.*)?$")
 _BLAS = re.compile(
     r"^(?:cblas_\w+|mkl_\w+|openblas_\w+|LAPACKE_\w+"
     r"|[sdcz](?:gemm|gemv|symm|syrk|trsm|trmm|axpy|dot|scal|ger|gesv|getrf|getrs|potrf|geqrf"
@@ -158,15 +161,20 @@ def symbol_violations(shared_object: Path) -> list[str]:
                 f"{shared_object.name} could not be inspected ({exc})",
             )
         ]
-    bad = [s for s in symbols if _BELOW_DISPATCHER.search(s) or _BLAS.match(s)]
+    bad = [
+        s
+        for s in symbols
+        if _BELOW_DISPATCHER.search(s) or _BLAS.match(s) or _RUNTIME_LOOKUP.match(s)
+    ]
     if not bad:
         return []
     shown = "; ".join(sorted(set(bad))[:4])
     return [
         format_violation(
             ViolationKind.NATIVE_SYMBOLS,
-            f"{shared_object.name} calls PyTorch or BLAS compute below the dispatcher or "
-            f"switches dispatch off ({shown}): compute with your own kernels",
+            f"{shared_object.name} calls PyTorch or BLAS compute below the dispatcher, "
+            f"switches dispatch off or looks functions up by name ({shown}): compute with your "
+            "own kernels",
         )
     ]
 

@@ -46,8 +46,9 @@ RULES: dict[str, str] = {
     "popen, exec*, spawn*, fork, kill, _exit, dup2, ...); os.environ, os.path and directory "
     "helpers are fine where the rule set allows os.",
     "dispatcher_bypass": "C++/CUDA sources must not touch dispatch keys or guards "
-    "(ExcludeDispatchKeyGuard, DispatchKeySet, AutoDispatchBelow..., c10::impl TLS, the "
-    "dispatch-mode stack) nor call ATen below the dispatcher (at::cpu::, at::native::).",
+    "(ExcludeDispatchKeyGuard, DispatchKeySet, AutoDispatchBelow..., DisableTorchDispatch, "
+    "c10::impl TLS, the dispatch-mode stack), call ATen below the dispatcher (at::cpu::, "
+    "at::native::), nor look functions up by name at run time (dlsym, dlopen).",
     "native_include": "C++/CUDA sources may #include workspace files by relative path and "
     "toolchain, torch and CUDA headers only (no absolute paths, no '..').",
 }
@@ -64,7 +65,27 @@ NATIVE_FORBIDDEN_TOKENS = (
     "_force_tls_local",
     "PythonDispatcher",
     "TORCH_LIBRARY",
-    "TorchDispatchModeTLS",
+    # Header-defined guards that switch the Python dispatch key (and the ban) off, their headers,
+    # and the Python mode objects reached from C++: torch::DisableTorchDispatch,
+    # StashTorchDispatchModeGuard, ThreadLocalStateGuard, RestorePythonTLSSnapshot, ...
+    "TorchDispatch",
+    "torch_dispatch",
+    "DispatchMode",
+    "DisableTorchFunction",
+    "disable_torch_function",
+    "ThreadLocalState",
+    "PythonTLS",
+    "SetTLSOnEntry",
+    "python_raii",
+    "dispatch_stack",
+    "cell_contents",
+    "__closure__",
+    # Functions of other libraries (libtorch's below the dispatcher) found by name at run time.
+    "dlsym",
+    "dlvsym",
+    "dlopen",
+    "dlmopen",
+    "__libc_dl",
     "at::cpu::",
     "at::native::",
     "at::compositeexplicitautograd",
@@ -110,6 +131,8 @@ _DYNAMIC_CALLS = frozenset(
 )
 _ATTR_FUNCTIONS = frozenset({"getattr", "setattr", "delattr"})
 _INTROSPECTION_NAMES = frozenset({"__builtins__", "__loader__", "__spec__"})
+# getattr by another name: attribute paths in strings ("_C.x", "__func__.__closure__").
+_ATTR_BY_STRING = frozenset({"operator.attrgetter", "operator.methodcaller"})
 _ATTRIBUTE_RULES: dict[str, str] = {
     **dict.fromkeys(
         "__class__ __subclasses__ __globals__ __code__ __dict__ __builtins__ __closure__ __mro__ "
@@ -208,6 +231,8 @@ _MESSAGES = {
     "dynamic": "`{name}` is not allowed; write plain code that calls your kernels directly.",
     "type3": "Three-argument `type()` is not allowed; define classes with a class statement.",
     "attr_name": "`{name}()` needs a string literal attribute name; access the attribute directly.",
+    "attr_by_string": "`{name}` reaches attributes named by strings, which these checks cannot "
+    "read; access attributes directly.",
     "attr_module": "`{name}()` on an imported module is not allowed; use `module.attribute` "
     "directly and never replace it.",
     "introspection": "`{name}` reaches interpreter or harness state; use only your module's "
@@ -370,8 +395,9 @@ def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
                     StaticViolation(
                         "dispatcher_bypass",
                         lineno,
-                        f"`{token}` in {name} reaches the dispatcher's internals or computes "
-                        "below it; call your kernels directly and leave dispatch keys alone.",
+                        f"`{token}` in {name} reaches the dispatcher's internals, computes "
+                        "below it or looks functions up at run time; call your kernels "
+                        "directly and leave dispatch keys alone.",
                     )
                 )
                 break
@@ -611,7 +637,9 @@ def _check_attributes(mod: _Module) -> Iterator[StaticViolation]:
             continue
         name = _qualified_name(node, mod.aliases)
         rule = name and _name_rule(name, mod.allow_streams)
-        if rule:
+        if rule == "dynamic_code":
+            yield _at(node, rule, "attr_by_string", name)
+        elif rule:
             yield _at(node, rule, name=name)
 
 
@@ -668,6 +696,8 @@ def _is_private(name: str) -> bool:
 
 def _name_rule(name: str, allow_streams: bool) -> str | None:
     """The rule that a use of the dotted path `name` breaks, if any."""
+    if name in _ATTR_BY_STRING:
+        return "dynamic_code"
     if _under(name, _COMPILE_NAMES):
         return "torch_compile"
     if _under(name, _REGISTRATION_NAMES):

@@ -9,7 +9,13 @@ import torch
 from torch.utils import cpp_extension
 
 from cuda_gym.judge import Judge, JudgeConfig, pch
-from cuda_gym.judge.inline_build import _collect, _read_report, build_inline, builds_extensions
+from cuda_gym.judge.inline_build import (
+    _collect,
+    _read_report,
+    build_inline,
+    builds_extensions,
+    inline_key,
+)
 from cuda_gym.judge.runner import (
     _default_build_directories,
     _guard_extension_builds,
@@ -25,6 +31,26 @@ def test_which_sources_build_extensions():
     assert builds_extensions("import torch.utils.cpp_extension as ce\next = ce.load(name='x')")
     assert not builds_extensions("import torch\nw = torch.load('weights.pt')")
     assert not builds_extensions("import kernels_ext\n")
+
+
+def test_the_build_cache_key_covers_every_file_the_import_can_read(tmp_path):
+    # model_new.py may read its C++ from another file: two solutions with the same
+    # model_new.py and different kernels must not share a cached build.
+    config = JudgeConfig(device="cpu", cache_dir=tmp_path / "cache")
+    keys = []
+    for k, kernel in enumerate(
+        ["int f() { return 1; }", "int f() { return 2; }", "int f() { return 1; }"]
+    ):
+        root = tmp_path / f"s{k}"
+        (root / "kernels").mkdir(parents=True)
+        (root / "model_new.py").write_text("SOURCE = open('kernels/op.inc').read()\n")
+        (root / "kernels" / "op.inc").write_text(kernel)
+        keys.append(inline_key(root, config, None))
+    assert keys[0] != keys[1] and keys[0] == keys[2]
+    (tmp_path / "s2" / "kernels" / "op.inc").rename(tmp_path / "s2" / "kernels" / "op2.inc")
+    assert inline_key(tmp_path / "s2", config, None) != keys[0]  # names count too
+    flags = JudgeConfig(device="cpu", cache_dir=tmp_path / "cache", cxx_flags=("-O2",))
+    assert inline_key(tmp_path / "s0", flags, None) != keys[0]
 
 
 def test_only_regular_libraries_are_collected(tmp_path):
