@@ -81,6 +81,13 @@ ALLOWED_OPS = frozenset(
         "aten::sym_storage_offset",
         "aten::is_contiguous",
         "aten::_has_compatible_shallow_copy_type",
+        # The in-place forms of views: metadata only (out.unsqueeze_(1) for keepdim).
+        "aten::unsqueeze_",
+        "aten::squeeze_",
+        "aten::t_",
+        "aten::transpose_",
+        "aten::as_strided_",
+        "aten::is_pinned",
     }
 )
 # The published rule lets the candidate's extension call cuBLAS GEMMs and cuDNN convolutions;

@@ -30,7 +30,6 @@ import os
 import re
 import shutil
 import stat
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +37,7 @@ from pathlib import Path
 from cuda_gym.judge import pch
 from cuda_gym.judge.build import first_errors, seal_dir, sealed_intact, toolchain_id
 from cuda_gym.judge.config import JudgeConfig
-from cuda_gym.judge.untrusted import RUNNER_PATH, runner_sandbox
+from cuda_gym.judge.untrusted import runner_command, runner_env_for, runner_sandbox
 from cuda_gym.runtime import python_child_env, run_process
 from cuda_gym.runtime.sandbox import build_plan as sandbox_plan
 from cuda_gym.runtime.sandbox import sandbox_argv, sandbox_env
@@ -48,6 +47,9 @@ _BUILDS = re.compile(r"\b(load_inline|cpp_extension\s*\.\s*load|load)\s*\(")
 _CPP_EXTENSION = re.compile(r"\bcpp_extension\b")
 LIBRARY_SUFFIXES = (".so",)
 DONE_FILE = "BUILD_OK"
+# v2: every file of the solution is keyed, and candidate processes share one string hash seed
+# (a library built under another process's hash() of its name is of no use).
+INLINE_KEY_VERSION = "v2"
 log = logging.getLogger(__name__)
 
 
@@ -86,6 +88,7 @@ def inline_key(solution_dir: Path, config: JudgeConfig, arch: str | None) -> str
     """
     h = hashlib.sha256()
     payload = [
+        INLINE_KEY_VERSION,
         config.device,
         arch,
         toolchain_id(config.device),
@@ -199,7 +202,8 @@ def _run_stage(
     if config.use_precompiled_header:
         variants = {name: [cuda, list(f)] for name, (cuda, f) in pch.INLINE_VARIANTS.items()}
         env[pch.INLINE_PCH_ENV] = json.dumps({"variants": variants, "dirs": headers})
-    argv = [sys.executable, "-I", str(RUNNER_PATH), "prebuild", str(solution_dir), str(result_path)]
+    argv, _ = runner_command("prebuild", str(solution_dir), str(result_path))
+    env = runner_env_for(env)
     if config.sandboxed:
         # No GPU device nodes ("cpu"): the stage compiles, it never runs anything on the device.
         readable = (str(solution_dir), *headers.values())

@@ -1091,12 +1091,29 @@ def _scratch_dir() -> str | None:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
+# C/C++/CUDA sources beside model_new.py, which it may build with cpp_extension.load(sources=
+# [...]) or read into load_inline: copied with it (each up to SOURCE_BYTES).
+SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c", ".cu", ".cuh", ".h", ".hpp", ".hh", ".inc")
+SOURCE_BYTES = 1 << 20
+
+
 def _snapshot(solution_dir: Path, dest: Path) -> Path:
-    """Copy model_new.py and kernels/ into dest, so later edits cannot race the judge."""
+    """Copy model_new.py, kernels/ and the C/C++/CUDA sources beside them into dest.
+
+    So later edits cannot race the judge. Only regular files: no links.
+    """
     dest.mkdir(parents=True, exist_ok=True)
     src = solution_dir / SOLUTION_FILE
     if src.is_file() and not src.is_symlink():
         shutil.copyfile(src, dest / SOLUTION_FILE)
+    for path in solution_dir.iterdir() if solution_dir.is_dir() else ():
+        if (
+            path.suffix in SOURCE_SUFFIXES
+            and not path.is_symlink()
+            and path.is_file()
+            and path.stat().st_size <= SOURCE_BYTES
+        ):
+            shutil.copyfile(path, dest / path.name)
     kernels = solution_dir / KERNELS_DIR
     if kernels.is_dir() and not kernels.is_symlink():
         shutil.copytree(kernels, dest / KERNELS_DIR, symlinks=False, ignore_dangling_symlinks=True)

@@ -34,10 +34,6 @@ _TORCH_MARKERS = re.compile(
     r"#\s*include\s*[<\"](torch/|ATen/|c10/|pybind11/|Python\.h)|PYBIND11_MODULE|PyInit_"
 )
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
-_EXTERN_C = re.compile(
-    r'extern\s+"C"\s+(?:__host__\s+)?((?:unsigned\s+|signed\s+|long\s+)?[A-Za-z_]\w*)\s+'
-    r"(\w+)\s*\(([^)]*)\)\s*\{"
-)
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct"}
 
 
@@ -65,7 +61,7 @@ def _strip_comments(text: str) -> str:
 
 
 def _parse_param(text: str, index: int) -> Param:
-    words = text.replace("*", " * ").replace("&", " & ").split()
+    words = text.replace("*", " * ").replace("&", " & ").replace("std::", "").split()
     if "&" in words:
         raise SignatureError(f"parameter {index + 1} ({text.strip()}): references cannot be passed")
     stars = words.count("*")
@@ -94,25 +90,98 @@ def _parse_param(text: str, index: int) -> Param:
     return Param(ctype, False, name)
 
 
+# Function declarations and definitions: the words and stars before the name, the name, the
+# parameters, and what follows (";" declares, "{" defines).
+_DECLARATION = re.compile(
+    r"(?P<head>(?:[A-Za-z_][\w:]*[\s*]+)+?)(?P<name>[A-Za-z_]\w*)\s*\((?P<params>[^()]*)\)"
+    r"\s*(?:const\s*)?(?:noexcept\s*)?(?P<end>[{;])"
+)
+_ATTRIBUTES = re.compile(
+    r"__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)|__declspec\s*\([^)]*\)|\[\[[^\]]*\]\]"
+)
+_EXTERN_C_BLOCK = "__extern_c_block__"
+_EXTERN_C_ONE = "__extern_c__"
+_LEADING = frozenset(
+    "static inline __inline__ __forceinline__ __host__ __global__ __device__ extern constexpr "
+    f"{_EXTERN_C_ONE}".split()
+)
+_UNITS = (".cu", ".cpp", ".cc", ".cxx")
+
+
+def _declarations(text: str):
+    """Top-level function declarations of a comment-free source.
+
+    Yields (name, leading words, return type, parameter text, defines, C linkage).
+    """
+    text = _ATTRIBUTES.sub(" ", text)
+    text = re.sub(r"^[ \t]*#.*$", " ", text, flags=re.MULTILINE)  # preprocessor lines
+    text = re.sub(r'extern\s+"C"\s*\{', _EXTERN_C_BLOCK + "{", text)
+    text = re.sub(r'extern\s+"C"\s+', _EXTERN_C_ONE + " ", text)
+    # Brace depth at each position, and the depth at which each extern "C" block's body is.
+    depth, level, c_levels, c_depth_at = 0, [], [], []
+    blocks = {m.end() - 1 for m in re.finditer(re.escape(_EXTERN_C_BLOCK) + r"\{", text)}
+    for i, ch in enumerate(text):
+        level.append(depth)
+        c_depth_at.append(bool(c_levels) and c_levels[-1] == depth)
+        if ch == "{":
+            depth += 1
+            if i in blocks:
+                c_levels.append(depth)
+        elif ch == "}":
+            if c_levels and c_levels[-1] == depth:
+                c_levels.pop()
+            depth = max(0, depth - 1)
+    for m in _DECLARATION.finditer(text):
+        at = m.start("name")
+        in_block = c_depth_at[at]
+        if level[at] != 0 and not in_block:
+            continue
+        words = m.group("head").replace("*", " * ").split()
+        lead = {w for w in words if w in _LEADING}
+        rest = [w for w in words if w not in _LEADING and w != _EXTERN_C_BLOCK]
+        c_linkage = in_block or _EXTERN_C_ONE in lead
+        yield (
+            m.group("name"),
+            lead,
+            " ".join(rest),
+            m.group("params"),
+            m.group("end") == "{",
+            c_linkage,
+        )
+
+
 def entry_points(files: dict[str, bytes]) -> list[dict]:
-    """The `extern "C"` function definitions in the compilation units, in file order.
+    """The host functions with C linkage defined in the compilation units, in file order.
+
+    C linkage: declared `extern "C"` (one declaration, or inside an `extern "C" { }` block, in
+    any file, headers included) before or at the definition. Not `static`, `__global__` or
+    device-only functions.
 
     Raises:
         SignatureError: A declaration uses a type the launcher cannot pass, or a name repeats.
     """
+    texts = {rel: _strip_comments(data.decode(errors="replace")) for rel, data in files.items()}
+    declared_c = {
+        name
+        for text in texts.values()
+        for name, _, _, _, _, c_linkage in _declarations(text)
+        if c_linkage
+    }
     found: list[dict] = []
-    for rel in sorted(files):
-        if not rel.endswith((".cu", ".cpp", ".cc", ".cxx")):
+    for rel in sorted(texts):
+        if not rel.endswith(_UNITS):
             continue
-        text = _strip_comments(files[rel].decode(errors="replace"))
-        for match in _EXTERN_C.finditer(text):
-            returns, name, params_text = match.groups()
-            returns = " ".join(returns.split())
+        for name, lead, returns, params_text, defines, _ in _declarations(texts[rel]):
+            if not defines or name not in declared_c or "static" in lead or "__global__" in lead:
+                continue
+            if "__device__" in lead and "__host__" not in lead:
+                continue
             where = f"kernels/{rel}: {name}"
+            returns = " ".join(returns.split()).removeprefix("std::")
             if returns not in RETURN_TYPES:
                 raise SignatureError(f"{where}: return type {returns} (use void, int or float)")
             raw = [p for p in params_text.split(",") if p.strip()]
-            if raw == ["void"]:
+            if [r.strip() for r in raw] == ["void"]:
                 raw = []
             try:
                 params = [_parse_param(p, i) for i, p in enumerate(raw)]

@@ -156,6 +156,24 @@ def _escape_refuser(violations: list, name: str):
     return refused
 
 
+def _converts_dtype(torch, name: str, args, kwargs: dict) -> bool:
+    """A copy whose result has another dtype than its source: a conversion, which is compute.
+
+    (cuda_gym.judge.fallback's rule, which this module cannot import.)
+    """
+    if name in ("aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize"):
+        dst, src = (args[0], args[1]) if name == "aten::copy_" else (args[1], args[0])
+        return (
+            isinstance(src, torch.Tensor)
+            and isinstance(dst, torch.Tensor)
+            and src.dtype != dst.dtype
+        )
+    if name == "aten::_to_copy":
+        dtype = kwargs.get("dtype")
+        return dtype is not None and dtype != args[0].dtype
+    return False
+
+
 class _Ban:
     """A dispatch mode refusing aten ops outside `allowed`, plus host escapes of tensor data.
 
@@ -177,9 +195,11 @@ class _Ban:
         r"disabletorchdispatch|pythondispatcher|disabled_torch_dispatch|dispatch_call_boxed|"
         r"predispatch"
     )
-    # Read-only queries and the enum torch's own mode helpers use.
+    # Read-only queries and the enum torch's own mode helpers use. Not the getters of the modes
+    # themselves (_get_dispatch_stack_at, _get_dispatch_mode): from this mode object its
+    # allowed set and its function are a few attribute reads away.
     MODE_QUERIES = frozenset(
-        "_len_torch_dispatch_stack _get_dispatch_mode _get_dispatch_stack_at _TorchDispatchModeKey "
+        "_len_torch_dispatch_stack _TorchDispatchModeKey "
         "_dispatch_tls_is_dispatch_key_excluded _dispatch_tls_is_dispatch_key_included".split()
     )
 
@@ -188,6 +208,7 @@ class _Ban:
 
         violations: list[str] = []
         self.violations = violations
+        allowed = frozenset(allowed)  # nothing can be added to it from inside forward
 
         class Mode(TorchDispatchMode):
             @classmethod
@@ -199,12 +220,7 @@ class _Ban:
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 name = func._schema.name
-                converts = (
-                    name == "aten::copy_"
-                    and isinstance(args[1], torch.Tensor)
-                    and args[1].dtype != args[0].dtype
-                )
-                if name not in allowed or converts:
+                if name not in allowed or _converts_dtype(torch, name, args, kwargs or {}):
                     if len(violations) < 20:
                         violations.append(f"torch_fallback: {func} called inside ModelNew.forward")
                     raise RuntimeError(
@@ -228,7 +244,11 @@ class _Ban:
         ]
         places += [
             (python_dispatch, name)
-            for name in ("_pop_torch_dispatch_stack", "_push_on_torch_dispatch_stack")
+            for name in (
+                "_pop_torch_dispatch_stack",
+                "_push_on_torch_dispatch_stack",
+                "_get_dispatch_stack_at",
+            )
             if hasattr(python_dispatch, name)
         ]
         if device == "cpu":  # a DLPack capsule NumPy reads through an object of one's own

@@ -138,7 +138,15 @@ _ATTRIBUTE_RULES: dict[str, str] = {
         "__class__ __subclasses__ __globals__ __code__ __dict__ __builtins__ __closure__ __mro__ "
         "__bases__ __base__ __getattribute__ __self__ __func__ __wrapped__ __traceback__ "
         "__setattr__ __delattr__ f_back f_globals f_locals f_code gi_frame cr_frame ag_frame "
-        "tb_frame _getframe".split(),
+        "tb_frame _getframe cell_contents".split(),
+        "introspection",
+    ),
+    # The dispatch-mode stack's getters and setters, on whatever object they are reached
+    # through (a module found at run time is no torch.* path).
+    **dict.fromkeys(
+        "_get_dispatch_stack_at _get_dispatch_mode _pop_torch_dispatch_stack "
+        "_push_on_torch_dispatch_stack _disable_current_modes _get_current_dispatch_mode "
+        "_get_current_dispatch_mode_stack _pop_mode _push_mode".split(),
         "introspection",
     ),
     **dict.fromkeys(
@@ -184,6 +192,16 @@ _MUTATORS = frozenset(
 )
 # `add` is left out for self: `self.bias.add(x)` is a tensor op, not a container mutation.
 _SELF_MUTATORS = _MUTATORS - {"add"} | {"register_buffer", "register_parameter", "register_module"}
+# The most positional arguments each mutator takes: a call with more (self.ops.update(x, lo, hi)
+# into an extension's kernel named `update`) cannot be that container's method.
+_MUTATOR_ARITY = {
+    **dict.fromkeys("popitem clear".split(), 0),
+    **dict.fromkeys("append extend add update remove discard appendleft extendleft".split(), 1),
+    **dict.fromkeys("__delitem__".split(), 1),
+    **dict.fromkeys("insert setdefault pop __setitem__ register_parameter".split(), 2),
+    "register_module": 2,
+    "register_buffer": 3,
+}
 _ARG_CACHES = frozenset({"functools.lru_cache", "functools.cache"})
 _FORWARD_NAMES = frozenset({"forward", "__call__"})
 # Private torch helpers that only do arithmetic on shapes and tuples, which code written from
@@ -628,7 +646,7 @@ def _bound_names(tree: ast.Module) -> set[str]:
 
 
 def _check_attributes(mod: _Module) -> Iterator[StaticViolation]:
-    formatted = _formatted_self_dicts(mod.tree)
+    formatted = _formatted_self_dicts(mod.tree) | _class_names(mod.tree)
     for node in ast.walk(mod.tree):
         if isinstance(node, ast.Attribute) and node.attr in _ATTRIBUTE_RULES:
             if id(node) not in formatted:
@@ -641,6 +659,19 @@ def _check_attributes(mod: _Module) -> Iterator[StaticViolation]:
             yield _at(node, rule, "attr_by_string", name)
         elif rule:
             yield _at(node, rule, name=name)
+
+
+def _class_names(tree: ast.Module) -> set[int]:
+    """The `x.__class__` nodes only read for their name (`self.__class__.__name__` in a repr)."""
+    return {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr in ("__name__", "__qualname__")
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "__class__"
+        and isinstance(node.value.value, ast.Name)
+    }
 
 
 def _formatted_self_dicts(tree: ast.Module) -> set[int]:
@@ -992,6 +1023,8 @@ def _check_forward(
             owner = _root(node.func.value, through_calls=True)
             if node.func.attr not in _SELF_MUTATORS:
                 continue
+            if len(node.args) > _MUTATOR_ARITY.get(node.func.attr, len(node.args)):
+                continue  # not that container method: a function of the same name
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
             owner = _root(node.args[0], through_calls=True)
             if node.func.id not in ("setattr", "delattr"):

@@ -24,6 +24,7 @@ from cuda_gym.errors import SandboxError
 from cuda_gym.judge.protocol import CallReply, ProtocolError, RunnerReady, decode
 from cuda_gym.runtime.process import die_with_parent
 from cuda_gym.runtime.sandbox import (
+    CANDIDATE_HASH_SEED,
     SandboxSpec,
     build_plan,
     failure_message,
@@ -35,6 +36,28 @@ RUNNER_PATH = Path(__file__).with_name("runner.py")
 MAX_MESSAGE_BYTES = 1 << 20
 SOCKET_BUFFER_BYTES = 4 << 20
 LOG_TAIL_CHARS = 1500
+
+
+def runner_command(*args: str) -> tuple[list[str], dict[str, str]]:
+    """The command line of runner.py with `args`, and the variables its environment must have.
+
+    Isolated as `python -I` would be, but for the environment: -I ignores PYTHONHASHSEED, and
+    every candidate process (the build stage, the runners) must hash strings alike (an
+    extension named after `hash(source)` gets one name in both). So `-s -P` (Python 3.11+; -I
+    before), with the environment the judge builds stripped of Python's other variables
+    (`runner_env_for`).
+    """
+    if sys.version_info < (3, 11):  # no -P: keep -I (a hash-named extension then fails)
+        return [sys.executable, "-I", str(RUNNER_PATH), *args], {}
+    return [sys.executable, "-s", "-P", str(RUNNER_PATH), *args], {
+        "PYTHONHASHSEED": CANDIDATE_HASH_SEED
+    }
+
+
+def runner_env_for(env: dict[str, str]) -> dict[str, str]:
+    """`env` for runner.py: none of Python's own variables (PYTHONPATH...) but its seed."""
+    _, needed = runner_command()
+    return {**{k: v for k, v in env.items() if not k.startswith("PYTHON")}, **needed}
 
 
 class RunnerFailed(Exception):
@@ -152,7 +175,8 @@ class RunnerLink:
         for sock in (ours, theirs):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
         self.sock = ours
-        argv = [sys.executable, "-I", str(RUNNER_PATH), str(theirs.fileno())]
+        argv, _ = runner_command(str(theirs.fileno()))
+        env = runner_env_for(env)
         self.log_fd = open_log(work_dir / "runner.log")
         try:
             self.proc = launch_untrusted(

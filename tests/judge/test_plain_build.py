@@ -67,6 +67,40 @@ def test_entry_points_are_parsed_with_their_c_types():
     assert found[1]["returns"] == "float" and found[1]["params"] == []
 
 
+def test_c_linkage_is_found_in_blocks_headers_and_attributed_definitions():
+    """extern "C" { } blocks (a header's #ifdef __cplusplus form), a prototype in a header and a
+    plain definition, attributes and noexcept; static, __global__ and C++-linkage helpers are
+    not entry points."""
+    header = b"""
+    #ifdef __cplusplus
+    extern "C" {
+    #endif
+    void from_header(const float* x, float* out, std::int64_t n);
+    #ifdef __cplusplus
+    }
+    #endif
+    """
+    source = b"""
+    #include "k.h"
+    static inline float helper(float v) { return v; }
+    float cpp_linkage(float v) { return v; }
+    void from_header(const float* x, float* out, std::int64_t n) {
+      for (std::int64_t i = 0; i < n; ++i) { out[i] = helper(x[i]); }
+    }
+    extern "C" {
+    void in_block(float* x, int n) { if (n) { x[0] = 1.0f; } }
+    static void hidden(float* x) {}
+    __global__ void kernel(float* x) {}
+    }  // extern "C"
+    extern "C" __attribute__((visibility("default"))) int attributed(int n) noexcept {
+      return n;
+    }
+    """
+    found = entry_points({"k.h": header, "k.cpp": source})
+    assert [e["name"] for e in found] == ["from_header", "in_block", "attributed"]
+    assert [p["ctype"] for p in found[0]["params"]] == ["float", "float", "int64_t"]
+
+
 @pytest.mark.parametrize(
     "source,message",
     [

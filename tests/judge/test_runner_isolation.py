@@ -49,3 +49,59 @@ def test_the_fallback_ban_neither_imports_dynamo_nor_lets_compute_through():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "1"]
+
+
+def test_the_runners_ban_refuses_dtype_conversions_and_allows_in_place_views():
+    """Its conversion rule is cuda_gym.judge.fallback's: `.half()` (aten::_to_copy with a dtype)
+    is compute; `unsqueeze_` (keepdim after an own kernel) only changes metadata."""
+    from cuda_gym.judge.fallback import ALLOWED_OPS
+
+    code = (
+        "import sys, torch\n"
+        f"sys.path.insert(0, {str(RUNNER_PATH.parent)!r})\n"
+        "import runner\n"
+        f"ban = runner._Ban(torch, {sorted(ALLOWED_OPS)!r})\n"
+        "x = torch.ones(4)\n"
+        "refused = []\n"
+        "for how in ('half', 'to_bf16', 'copy_int'):\n"
+        "    with ban.active():\n"
+        "        try:\n"
+        "            if how == 'half': x.half()\n"
+        "            elif how == 'to_bf16': x.to(torch.bfloat16)\n"
+        "            else: torch.empty(4, dtype=torch.int32).copy_(x)\n"
+        "        except RuntimeError:\n"
+        "            refused.append(how)\n"
+        "with ban.active():\n"
+        "    out = torch.empty(4)\n"
+        "    out.unsqueeze_(1).squeeze_(1).t_()\n"
+        "    y = x.to('cpu').clone()\n"
+        "print(','.join(refused), len(ban.violations), tuple(out.shape))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["half,to_bf16,copy_int", "3", "(4,)"]
+
+
+def test_candidate_processes_hash_strings_alike():
+    """The build stage and the runners get one PYTHONHASHSEED (which `python -I` would ignore):
+    an extension named after hash(source) has one name in both."""
+    from cuda_gym.judge.untrusted import runner_command, runner_env_for
+
+    argv, _ = runner_command("FD")
+    env = runner_env_for({"PATH": "/usr/bin:/bin", "PYTHONPATH": "/elsewhere", "PYTHONHOME": "/x"})
+    assert "PYTHONPATH" not in env and "PYTHONHOME" not in env and env["PATH"] == "/usr/bin:/bin"
+    if sys.version_info < (3, 11):
+        assert argv[1] == "-I"
+        return
+    assert argv[1:3] == ["-s", "-P"] and argv[3] == str(RUNNER_PATH)
+    hashes = {
+        subprocess.run(
+            [*argv[:3], "-c", "print(hash('frc_silu'))"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for _ in range(2)
+    }
+    assert len(hashes) == 1

@@ -439,8 +439,16 @@ def test_static_violation_is_frozen():
     [
         (
             "import torch\nm = torch.utils._python_dispatch._disable_current_modes()\n",
-            [("private_api", 2)],
+            [("introspection", 2), ("private_api", 2)],
         ),
+        # The mode stack's getters reached through a module found at run time, and closures.
+        (
+            "import typing\nm = typing.sys.modules['torch._C']._get_dispatch_stack_at(0)\n",
+            [("introspection", 2)],
+        ),
+        ("def f(cell):\n    return cell.cell_contents\n", [("introspection", 2)]),
+        ("import operator\nget = operator.attrgetter('_C')\n", [("dynamic_code", 2)]),
+        ("from operator import methodcaller\nm = methodcaller('x')\n", [("dynamic_code", 2)]),
         ("from torch.utils._python_dispatch import _pop_mode\n", [("private_api", 1)]),
         ("import torch\nclocks = [torch._logging._internal.time]\n", [("private_api", 2)]),
         ("import torch\nv = torch.__version__\n", []),
@@ -701,3 +709,28 @@ def test_numpy_in_init_is_allowed_for_code_written_elsewhere_only():
 )
 def test_near_misses_of_the_honest_patterns_stay_rejected(source, expected):
     assert violations(source, rules="external") == expected
+
+
+def test_a_kernel_named_like_a_container_method_is_no_store_on_self():
+    """self.ops.update(x, lo, hi), self.ops.clear(x): more arguments than the container methods
+    take, so an extension's kernels; self.cache.update(d) stores."""
+    source = (
+        "class ModelNew:\n"
+        "    def forward(self, x):\n"
+        "        y = self.ops.update(x, 0.5, 1.0)\n"
+        "        self.ops.clear(x)\n"
+        "        self.cache.update({1: y})\n"
+        "        return y\n"
+    )
+    assert violations(source) == [("global_state", 5)]
+
+
+def test_a_class_name_in_a_repr_is_no_introspection():
+    source = (
+        "class ModelNew:\n"
+        "    def __repr__(self):\n"
+        "        return f'{self.__class__.__name__}()'\n"
+        "    def other(self):\n"
+        "        return self.__class__.__mro__\n"
+    )
+    assert violations(source) == [("introspection", 5)]

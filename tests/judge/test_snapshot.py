@@ -1,0 +1,21 @@
+"""What of a workspace reaches the judge: model_new.py, kernels/ and the sources beside them."""
+
+import os
+
+from cuda_gym.judge.judge import SOURCE_BYTES, _snapshot
+
+
+def test_sources_beside_model_new_are_copied_and_nothing_else(tmp_path):
+    work = tmp_path / "work"
+    (work / "kernels").mkdir(parents=True)
+    (work / "model_new.py").write_text("import torch\n")
+    (work / "kernels" / "k.cpp").write_text("// kernel\n")
+    # cpp_extension.load(sources=[os.path.join(here, "axpb.cpp")]) names a file beside it.
+    (work / "axpb.cpp").write_text("// axpb\n")
+    (work / "axpb.h").write_text("// header\n")
+    (work / "big.cu").write_bytes(b" " * (SOURCE_BYTES + 1))
+    (work / "notes.txt").write_text("not a source\n")
+    os.symlink("/etc/hostname", work / "linked.cpp")
+    snap = _snapshot(work, tmp_path / "snap")
+    copied = sorted(p.relative_to(snap).as_posix() for p in snap.rglob("*") if p.is_file())
+    assert copied == ["axpb.cpp", "axpb.h", "kernels/k.cpp", "model_new.py"]
