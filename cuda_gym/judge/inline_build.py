@@ -22,6 +22,7 @@ runner anyway.
 
 from __future__ import annotations
 
+import ast
 import fcntl
 import hashlib
 import json
@@ -78,6 +79,29 @@ class InlineBuild:
 def builds_extensions(source: str) -> bool:
     """Whether model_new.py's source may build a torch extension when imported."""
     return "load_inline" in source or bool(_CPP_EXTENSION.search(source) and _BUILDS.search(source))
+
+
+def builds_lazily(source: str) -> bool:
+    """Whether model_new.py calls load_inline / cpp_extension.load inside a function body."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in ("load_inline", "load"):
+                return True  # from torch.utils.cpp_extension import load, load_inline
+            if isinstance(func, ast.Attribute) and (
+                func.attr == "load_inline"
+                or (func.attr == "load" and "cpp_extension" in ast.unparse(func.value))
+            ):
+                return True
+    return False
 
 
 def inline_key(solution_dir: Path, config: JudgeConfig, arch: str | None) -> str:
@@ -143,7 +167,9 @@ def build_inline(
         if result.get("build_failed"):
             errors = first_errors(log + "\n" + str(result.get("error")), str(work))
             return InlineBuild(error=errors, duration_s=time.monotonic() - start)
-        complete = result.get("error") is None
+        # An extension built inside a function (ModelNew.__init__, a lazy getter) is not built
+        # by the import: the runner may compile it (outside the gate, flagged).
+        complete = result.get("error") is None and not builds_lazily(source)
         built = _collect(work / "scratch" / "torch_extensions", entry / "extensions")
         if built:
             _make_wanted_pch(config, arch, headers, result.get("pch_wanted", []))

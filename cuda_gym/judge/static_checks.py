@@ -226,6 +226,15 @@ _PARAMETER_PREFIXES = (
     "norm",
     "cell",
     "proj",
+    "w",
+    "b",
+    "param",
+    "gate",
+    "embed",
+    "head",
+    "attn",
+    "mlp",
+    "ln",
 )
 # `self.w = self.w.to(x.device)` in forward: the same value, moved; not state of the calls.
 _MOVES = frozenset({"to", "cuda", "contiguous"})
@@ -776,8 +785,12 @@ def _check_builtin_call(node: ast.Call, name: str, mod: _Module) -> Iterator[Sta
         yield _at(node, "dynamic_code", "type3")
     elif name in _ATTR_FUNCTIONS:
         attr = node.args[1] if len(node.args) > 1 else None
-        if name == "getattr" and attr is not None and _parameter_name(node.args[0], attr):
-            return
+        if (
+            name in ("getattr", "setattr")
+            and attr is not None
+            and _parameter_name(node.args[0], attr)
+        ):
+            return  # (a store on self inside forward is refused by _check_forward)
         if not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)):
             yield _at(node, "dynamic_code", "attr_name", name)
         elif attr.value in _ATTRIBUTE_RULES:
@@ -787,7 +800,7 @@ def _check_builtin_call(node: ast.Call, name: str, mod: _Module) -> Iterator[Sta
 
 
 def _parameter_name(owner: ast.AST, attr: ast.AST) -> bool:
-    """Whether getattr(owner, attr) reads a parameter of self by a built name.
+    """Whether getattr/setattr(owner, attr) reaches a parameter of self by a built name.
 
     The name starts with a literal in _PARAMETER_PREFIXES: f"weight_ih_l{k}",
     "weight_hh_l" + s, "bias_ih_l%d" % k.

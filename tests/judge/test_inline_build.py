@@ -14,6 +14,7 @@ from cuda_gym.judge.inline_build import (
     _read_report,
     build_inline,
     builds_extensions,
+    builds_lazily,
     inline_key,
 )
 from cuda_gym.judge.runner import (
@@ -236,3 +237,17 @@ def test_a_load_inline_build_after_the_first_reads_the_precompiled_header(tmp_pa
     )
     assert check.returncode == 0, check.stderr[-2000:]
     assert "not used because" not in check.stderr and "invalid" not in check.stderr.lower()
+
+
+def test_builds_inside_functions_leave_the_runner_free_to_compile():
+    assert not builds_lazily(
+        "from torch.utils.cpp_extension import load_inline\next = load_inline(name='a')\n"
+    )
+    assert builds_lazily(
+        "class ModelNew:\n    def __init__(self):\n        self.e = load_inline(name='a')\n"
+    )
+    assert builds_lazily(
+        "from torch.utils import cpp_extension\n"
+        "def get():\n    return cpp_extension.load(name='a')\n"
+    )
+    assert not builds_lazily("import json\ndef read(f):\n    return json.load(f)\n")

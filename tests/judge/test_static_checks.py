@@ -734,3 +734,20 @@ def test_a_class_name_in_a_repr_is_no_introspection():
         "        return self.__class__.__mro__\n"
     )
     assert violations(source) == [("introspection", 5)]
+
+
+def test_parameters_set_and_read_by_built_names_on_self():
+    source = (
+        "import torch.nn as nn\n"
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self, n):\n"
+        "        super().__init__()\n"
+        "        for i in range(n):\n"
+        "            setattr(self, f'weight_{i}', nn.Parameter(nn.init.zeros_(nn.Parameter())))\n"
+        "            setattr(self, f'w{i}', None)\n"
+        "    def forward(self, x):\n"
+        "        setattr(self, f'w{0}', x)\n"
+        "        return getattr(self, f'w{0}')\n"
+    )
+    # In forward the setattr is a store on the module (global_state); the reads are fine.
+    assert violations(source) == [("global_state", 9)]
