@@ -144,16 +144,26 @@ class Served:
         self.link.close()
         self.handover.close()
 
-    def call(self, inputs: list, expected: list, fseed: int, kind: str = "call", runs: int = 0):
+    def call(
+        self,
+        inputs: list,
+        expected: list,
+        fseed: int,
+        kind: str = "call",
+        runs: int = 0,
+        count: bool = False,
+    ):
         """Run one untimed call on `inputs` (the driver's, left pristine): (outputs, reply).
 
-        Untimed calls count the solution's own extension calls (kind "call").
+        With `count`, the runner counts the solution's own extension calls (a profile hook,
+        which forward can see: only the repeat of trial 0 is counted, so the hook tells forward
+        nothing about which calls are trials and which are timed).
         """
         self.calls += 1
         fields, fds = self.handover.prepare(inputs, expected)
         message = {"call_id": self.calls, "kind": kind, "forward_seed": fseed, **fields}
         message["profile_runs"] = runs
-        message["count_own_calls"] = kind == "call"
+        message["count_own_calls"] = count
         if self.device == "cuda":
             torch.cuda.synchronize()
         start = perf_counter()
@@ -544,7 +554,7 @@ class Driver:
         inputs, fseed, out = first
         roles.make_way(self.rep, self.device)
         exp, exp64, scales = self._reference(inputs, fseed)
-        repeat, _ = served.call(inputs, exp, fseed)
+        repeat, _ = served.call(inputs, exp, fseed, count=True)
         bitwise = len(out) == len(repeat) and all(
             bitwise_equal(a, b) if isinstance(a, torch.Tensor) else a == b
             for a, b in zip(out, repeat)
