@@ -14,6 +14,8 @@ from __future__ import annotations
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from cuda_gym.judge.runner import _converts_dtype as runner_converts_dtype
+
 # Allocation, filling freshly allocated memory, views and metadata.
 ALLOWED_OPS = frozenset(
     {
@@ -185,15 +187,5 @@ class NoBan:
 
 
 def _converts_dtype(name: str, args, kwargs: dict) -> bool:
-    """A copy whose result has another dtype than its source: a conversion, which is compute."""
-    if name in ("aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize"):
-        dst, src = (args[0], args[1]) if name == "aten::copy_" else (args[1], args[0])
-        return (
-            isinstance(src, torch.Tensor)
-            and isinstance(dst, torch.Tensor)
-            and (src.dtype != dst.dtype)
-        )
-    if name == "aten::_to_copy":
-        dtype = kwargs.get("dtype")
-        return dtype is not None and dtype != args[0].dtype
-    return False
+    """A copy whose result has another dtype than its source (the runner's rule, one copy)."""
+    return runner_converts_dtype(torch, name, args, kwargs)

@@ -228,7 +228,7 @@ def _run_stage(
     if config.use_precompiled_header:
         variants = {name: [cuda, list(f)] for name, (cuda, f) in pch.INLINE_VARIANTS.items()}
         env[pch.INLINE_PCH_ENV] = json.dumps({"variants": variants, "dirs": headers})
-    argv, _ = runner_command("prebuild", str(solution_dir), str(result_path))
+    argv = runner_command("prebuild", str(solution_dir), str(result_path))
     env = runner_env_for(env)
     if config.sandboxed:
         # No GPU device nodes ("cpu"): the stage compiles, it never runs anything on the device.

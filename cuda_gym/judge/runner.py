@@ -159,7 +159,7 @@ def _escape_refuser(violations: list, name: str):
 def _converts_dtype(torch, name: str, args, kwargs: dict) -> bool:
     """A copy whose result has another dtype than its source: a conversion, which is compute.
 
-    (cuda_gym.judge.fallback's rule, which this module cannot import.)
+    Also cuda_gym.judge.fallback's rule (this module imports nothing of the judge's).
     """
     if name in ("aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize"):
         dst, src = (args[0], args[1]) if name == "aten::copy_" else (args[1], args[0])

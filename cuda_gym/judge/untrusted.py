@@ -24,7 +24,6 @@ from cuda_gym.errors import SandboxError
 from cuda_gym.judge.protocol import CallReply, ProtocolError, RunnerReady, decode
 from cuda_gym.runtime.process import die_with_parent
 from cuda_gym.runtime.sandbox import (
-    CANDIDATE_HASH_SEED,
     SandboxSpec,
     build_plan,
     failure_message,
@@ -38,26 +37,29 @@ SOCKET_BUFFER_BYTES = 4 << 20
 LOG_TAIL_CHARS = 1500
 
 
-def runner_command(*args: str) -> tuple[list[str], dict[str, str]]:
-    """The command line of runner.py with `args`, and the variables its environment must have.
+# One string hash in every candidate process: an extension named after hash(source) must get
+# the same name in the build stage and in the runner.
+CANDIDATE_HASH_SEED = "0"
 
-    Isolated as `python -I` would be, but for the environment: -I ignores PYTHONHASHSEED, and
-    every candidate process (the build stage, the runners) must hash strings alike (an
-    extension named after `hash(source)` gets one name in both). So `-s -P` (Python 3.11+; -I
-    before), with the environment the judge builds stripped of Python's other variables
-    (`runner_env_for`).
+
+def runner_command(*args: str) -> list[str]:
+    """The command line of runner.py with `args`, to run with `runner_env_for`'s environment.
+
+    Isolated as `python -I` would be, but for the environment: -I ignores PYTHONHASHSEED. So
+    `-s -P` (Python 3.11+; -I before, and a hash-named extension then fails), with the
+    environment the judge builds stripped of Python's other variables.
     """
-    if sys.version_info < (3, 11):  # no -P: keep -I (a hash-named extension then fails)
-        return [sys.executable, "-I", str(RUNNER_PATH), *args], {}
-    return [sys.executable, "-s", "-P", str(RUNNER_PATH), *args], {
-        "PYTHONHASHSEED": CANDIDATE_HASH_SEED
-    }
+    if sys.version_info < (3, 11):
+        return [sys.executable, "-I", str(RUNNER_PATH), *args]
+    return [sys.executable, "-s", "-P", str(RUNNER_PATH), *args]
 
 
 def runner_env_for(env: dict[str, str]) -> dict[str, str]:
-    """`env` for runner.py: none of Python's own variables (PYTHONPATH...) but its seed."""
-    _, needed = runner_command()
-    return {**{k: v for k, v in env.items() if not k.startswith("PYTHON")}, **needed}
+    """`env` for runner.py: none of Python's own variables (PYTHONPATH...) but the hash seed."""
+    return {
+        **{k: v for k, v in env.items() if not k.startswith("PYTHON")},
+        "PYTHONHASHSEED": CANDIDATE_HASH_SEED,
+    }
 
 
 class RunnerFailed(Exception):
@@ -175,7 +177,7 @@ class RunnerLink:
         for sock in (ours, theirs):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
         self.sock = ours
-        argv, _ = runner_command(str(theirs.fileno()))
+        argv = runner_command(str(theirs.fileno()))
         env = runner_env_for(env)
         self.log_fd = open_log(work_dir / "runner.log")
         try:

@@ -268,9 +268,6 @@ def build_plan(spec: SandboxSpec, env: Mapping[str, str], cwd: str | os.PathLike
     }
 
 
-CANDIDATE_HASH_SEED = "0"
-
-
 def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
     """`env` with every tool's cache and home pointed into the scratch directory."""
     scratch = str(spec.scratch)
@@ -286,9 +283,6 @@ def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
         TRITON_CACHE_DIR=f"{scratch}/triton",
         CUDA_CACHE_PATH=f"{scratch}/.nv",
         PYTHONDONTWRITEBYTECODE="1",
-        # One string hash in every candidate process: an extension named after hash(source)
-        # must get the same name in the build stage and in the runner.
-        PYTHONHASHSEED=CANDIDATE_HASH_SEED,
     )
     out.update(spec.env_overrides)
     return out

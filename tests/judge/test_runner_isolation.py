@@ -87,7 +87,7 @@ def test_candidate_processes_hash_strings_alike():
     an extension named after hash(source) has one name in both."""
     from cuda_gym.judge.untrusted import runner_command, runner_env_for
 
-    argv, _ = runner_command("FD")
+    argv = runner_command("FD")
     env = runner_env_for({"PATH": "/usr/bin:/bin", "PYTHONPATH": "/elsewhere", "PYTHONHOME": "/x"})
     assert "PYTHONPATH" not in env and "PYTHONHOME" not in env and env["PATH"] == "/usr/bin:/bin"
     if sys.version_info < (3, 11):
