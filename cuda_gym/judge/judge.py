@@ -1095,6 +1095,7 @@ def _scratch_dir() -> str | None:
 # [...]) or read into load_inline: copied with it (each up to SOURCE_BYTES).
 SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c", ".cu", ".cuh", ".h", ".hpp", ".hh", ".inc")
 SOURCE_BYTES = 1 << 20
+SOURCES_TOTAL_BYTES = 16 << 20  # all of them together
 
 
 def _snapshot(solution_dir: Path, dest: Path) -> Path:
@@ -1106,14 +1107,14 @@ def _snapshot(solution_dir: Path, dest: Path) -> Path:
     src = solution_dir / SOLUTION_FILE
     if src.is_file() and not src.is_symlink():
         shutil.copyfile(src, dest / SOLUTION_FILE)
-    for path in solution_dir.iterdir() if solution_dir.is_dir() else ():
-        if (
-            path.suffix in SOURCE_SUFFIXES
-            and not path.is_symlink()
-            and path.is_file()
-            and path.stat().st_size <= SOURCE_BYTES
-        ):
+    left = SOURCES_TOTAL_BYTES
+    for path in sorted(solution_dir.iterdir()) if solution_dir.is_dir() else ():
+        if path.suffix not in SOURCE_SUFFIXES or path.is_symlink() or not path.is_file():
+            continue
+        size = path.stat().st_size
+        if size <= min(SOURCE_BYTES, left):
             shutil.copyfile(path, dest / path.name)
+            left -= size
     kernels = solution_dir / KERNELS_DIR
     if kernels.is_dir() and not kernels.is_symlink():
         shutil.copytree(kernels, dest / KERNELS_DIR, symlinks=False, ignore_dangling_symlinks=True)

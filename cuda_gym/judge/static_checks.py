@@ -1036,7 +1036,8 @@ def _check_forward(
             owner = _root(node.func.value, through_calls=True)
             if node.func.attr not in _SELF_MUTATORS:
                 continue
-            if len(node.args) > _MUTATOR_ARITY.get(node.func.attr, len(node.args)):
+            starred = any(isinstance(a, ast.Starred) for a in node.args)
+            if not starred and len(node.args) > _MUTATOR_ARITY.get(node.func.attr, len(node.args)):
                 continue  # not that container method: a function of the same name
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
             owner = _root(node.args[0], through_calls=True)

@@ -19,3 +19,15 @@ def test_sources_beside_model_new_are_copied_and_nothing_else(tmp_path):
     snap = _snapshot(work, tmp_path / "snap")
     copied = sorted(p.relative_to(snap).as_posix() for p in snap.rglob("*") if p.is_file())
     assert copied == ["axpb.cpp", "axpb.h", "kernels/k.cpp", "model_new.py"]
+
+
+def test_sources_beside_model_new_are_copied_up_to_a_total(tmp_path, monkeypatch):
+    from cuda_gym.judge import judge
+
+    monkeypatch.setattr(judge, "SOURCES_TOTAL_BYTES", 10)
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in ("a.cpp", "b.cpp", "c.cpp"):
+        (work / name).write_text("x" * 4)
+    snap = _snapshot(work, tmp_path / "snap")
+    assert sorted(p.name for p in snap.iterdir()) == ["a.cpp", "b.cpp"]

@@ -751,3 +751,10 @@ def test_parameters_set_and_read_by_built_names_on_self():
     )
     # In forward the setattr is a store on the module (global_state); the reads are fine.
     assert violations(source) == [("global_state", 9)]
+
+
+def test_starred_arguments_do_not_hide_a_container_update_on_self():
+    source = (
+        "class M:\n    def forward(self, x):\n        self.cache.update(*a, *b)\n        return x\n"
+    )
+    assert violations(source) == [("global_state", 3)]
