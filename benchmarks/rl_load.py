@@ -5,7 +5,8 @@ honest kernels of varied speed, 20 % wrong, 5 % crashing and 5 % hanging, each s
 build. For each concurrency level C the batch goes through `make_service("local", config,
 workers=C)` (what a trainer calls: C judgements in flight, `submit` blocking beyond that), and
 the level reports judged solutions per minute, p50/p95/max latency per label, time per judge
-stage (`Verdict.stage_times_s`), the GPU busy fraction (NVML, cuda only), whether every verdict
+stage (`Verdict.stage_times_s`), the GPU busy fraction (NVML, cuda only), the host's CPU busy
+fraction (/proc/stat) and each worker role's CPU seconds, whether every verdict
 matched its label (honest -> accept, others -> reject), and what was left behind: judge worker
 processes and /dev/shm/cuda_gym* files.
 
@@ -136,6 +137,72 @@ class GpuSampler:
         }
 
 
+class CpuSampler:
+    """The host's CPU busy fraction while judging, from /proc/stat (Linux).
+
+    `report()`: the mean over the level, the p50/p95 of 1 s intervals and the share of
+    intervals at least 90 % busy (the host, not the device, bounding the rate).
+    """
+
+    PERIOD_S = 1.0
+
+    def __init__(self) -> None:
+        self._intervals: list[float] = []
+        self._first = self._last = self._read()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def _read() -> tuple[int, int] | None:
+        """(busy, total) jiffies of all CPUs, or None without /proc/stat."""
+        try:
+            fields = Path("/proc/stat").read_text().splitlines()[0].split()
+        except (OSError, IndexError):
+            return None
+        values = [int(v) for v in fields[1:9]]
+        idle = values[3] + values[4]  # idle, iowait
+        return sum(values) - idle, sum(values)
+
+    @staticmethod
+    def _busy(a: tuple[int, int], b: tuple[int, int]) -> float | None:
+        total = b[1] - a[1]
+        return (b[0] - a[0]) / total if total > 0 else None
+
+    def __enter__(self) -> CpuSampler:
+        if self._first is not None:
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._end = self._read()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.PERIOD_S):
+            now = self._read()
+            busy = self._busy(self._last, now) if now and self._last else None
+            if busy is not None:
+                self._intervals.append(busy)
+            self._last = now
+
+    def report(self) -> dict:
+        """{"busy_fraction", "interval_p50", "interval_p95", "saturated_share", "cores"}."""
+        end = getattr(self, "_end", None)
+        if self._first is None or end is None or not self._intervals:
+            return {"busy_fraction": None, "error": "no /proc/stat samples"}
+        ordered = sorted(self._intervals)
+        return {
+            "busy_fraction": round(self._busy(self._first, end) or 0.0, 3),
+            "interval_p50": round(ordered[len(ordered) // 2], 3),
+            "interval_p95": round(ordered[min(len(ordered) - 1, (95 * len(ordered)) // 100)], 3),
+            "saturated_share": round(sum(x >= 0.9 for x in ordered) / len(ordered), 3),
+            "cores": os.cpu_count(),
+        }
+
+
 def _processes() -> dict[int, tuple[int, str, str]]:
     """Every process we can see: pid -> (parent pid, command line, working directory)."""
     found = {}
@@ -235,8 +302,10 @@ def judge_batch(
     started = time.monotonic()
     with (
         GpuSampler(config.device) as gpu,
-        make_service("local", config, workers=concurrency, max_pending=concurrency,
-                     timed_slots=timed_slots) as service,
+        CpuSampler() as cpu,
+        make_service(
+            "local", config, workers=concurrency, max_pending=concurrency, timed_slots=timed_slots
+        ) as service,
     ):
         futures = []
         for sample in batch:
@@ -271,6 +340,7 @@ def judge_batch(
                         speedup_vs_eager=v.speedup_vs_eager,
                         error=(v.error or "")[:300] or None,
                         stage_times_s={k: round(s, 3) for k, s in v.stage_times_s.items()},
+                        worker_cpu_s=dict(v.flags.get("worker_cpu_s") or {}),
                     )
                 with lock:
                     records[sample.index] = record
@@ -291,7 +361,12 @@ def judge_batch(
         for future in futures:
             future.exception()  # wait for every judgement
     elapsed = time.monotonic() - started
-    return {"records": records[:submitted], "elapsed_s": elapsed, "gpu": gpu.report()}
+    return {
+        "records": records[:submitted],
+        "elapsed_s": elapsed,
+        "gpu": gpu.report(),
+        "cpu": cpu.report(),
+    }
 
 
 def summarise(concurrency: int, batch: list[Sample], run: dict) -> dict:
@@ -300,9 +375,12 @@ def summarise(concurrency: int, batch: list[Sample], run: dict) -> dict:
     total, batch = len(batch), batch[: len(records)]  # the samples submitted within the budget
     judged = [r for r in records if r.get("verdict") is not None]
     stages: dict[str, list[float]] = {}
+    worker_cpu: dict[str, list[float]] = {}
     for r in judged:
         for stage, seconds in r["stage_times_s"].items():
             stages.setdefault(stage, []).append(seconds)
+        for role, seconds in (r.get("worker_cpu_s") or {}).items():
+            worker_cpu.setdefault(role, []).append(seconds)
     return {
         "concurrency": concurrency,
         "samples": len(batch),
@@ -332,6 +410,13 @@ def summarise(concurrency: int, batch: list[Sample], run: dict) -> dict:
             for stage, xs in sorted(stages.items())
         },
         "gpu": run["gpu"],
+        "cpu": run.get("cpu"),
+        # Host CPU seconds of each worker role with its runners (Flag.WORKER_CPU_S); builds,
+        # which run outside the workers, are in the host's busy fraction only.
+        "worker_cpu_s": {
+            role: {**spread(xs), "total": round(sum(xs), 2)}
+            for role, xs in sorted(worker_cpu.items())
+        },
         "records": records,
     }
 
@@ -407,6 +492,14 @@ def print_level(level: dict) -> None:
     print(
         "      stages (total s, p50/p95): "
         + ", ".join(f"{k} {v['total']} ({v['p50']}/{v['p95']})" for k, v in top)
+    )
+    cpu = level.get("cpu") or {}
+    roles = level.get("worker_cpu_s") or {}
+    print(
+        f"      host cpu busy {cpu.get('busy_fraction')} (1 s intervals: p50"
+        f" {cpu.get('interval_p50')}, >= 90 % busy {cpu.get('saturated_share')});"
+        " worker cpu s (total, p50): "
+        + ", ".join(f"{k} {v['total']} ({v['p50']})" for k, v in roles.items())
     )
     left = level["leftovers"]
     if left["processes"] or left["shm"]:
@@ -507,9 +600,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.warm:
         use_cache(work / "warm")
         batch = batch_for("warm")
-        priming = judge_batch(
-            config, batch, max(args.levels or [8]), timed_slots=args.timed_slots
-        )
+        priming = judge_batch(config, batch, max(args.levels or [8]), timed_slots=args.timed_slots)
         report["priming_s"] = round(priming["elapsed_s"], 2)
     for level in args.levels:
         if not args.warm:

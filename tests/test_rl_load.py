@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from benchmarks.rl_load import SHM, leftovers, main, spread
+from benchmarks.rl_load import SHM, CpuSampler, leftovers, main, spread
 from benchmarks.rl_workload import (
     BASES,
     DEFAULT_MIX,
@@ -65,6 +65,17 @@ def test_spread_is_nearest_rank():
     assert spread([]) == {"n": 0, "p50": None, "p95": None, "max": None}
 
 
+def test_cpu_sampler_sees_a_busy_core():
+    with CpuSampler() as cpu:
+        end = time.monotonic() + 2.5
+        while time.monotonic() < end:  # one core busy
+            pass
+    report = cpu.report()
+    assert report["cores"] == os.cpu_count()
+    assert 0.9 / os.cpu_count() <= report["busy_fraction"] <= 1
+    assert 0 <= report["saturated_share"] <= 1 and report["interval_p50"] <= 1
+
+
 def test_leftovers_finds_a_stray_worker_and_a_shm_file(tmp_path):
     since = time.time()
     child = subprocess.Popen(["sleep", "60"], cwd=tmp_path)
@@ -102,6 +113,9 @@ def test_a_tiny_cpu_run_judges_every_sample_as_labelled(tmp_path):
     assert all(level["latency_s"][k]["n"] >= 1 for k in ("honest", "wrong", "crash", "hang"))
     assert {"build", "candidate", "probe"} <= set(level["stage_s"])
     assert level["gpu"]["busy_fraction"] is None
+    assert 0 < level["cpu"]["busy_fraction"] <= 1 and level["cpu"]["cores"] >= 1
+    assert level["worker_cpu_s"]["candidate"]["n"] == 4  # every judgement's driver and runner
+    assert level["worker_cpu_s"]["candidate"]["p50"] > 0.5  # a runner imports torch
     assert level["leftovers"]["processes"] == [] and level["leftovers"]["shm"] == []
     assert level["leftovers_after_zygotes_closed"] == []
     assert len(level["records"]) == 4

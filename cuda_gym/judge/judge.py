@@ -963,6 +963,9 @@ def _add_worker_stages(verdict: Verdict, role: str, result: dict) -> None:
     peak = _device_peak(result.get("device_peak"))
     if peak:
         verdict.flags.setdefault(Flag.DEVICE_PEAK_BYTES, {})[role] = peak
+    cpu = result.get("cpu_s")
+    if type(cpu) in (int, float) and 0 <= cpu < 1e7:
+        verdict.flags.setdefault(Flag.WORKER_CPU_S, {})[role] = round(float(cpu), 3)
 
 
 def _device_peak(report) -> dict | None:

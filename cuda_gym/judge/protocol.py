@@ -312,6 +312,7 @@ class CandidateResult:
         gpu_state: Clocks, temperature and power after timing (CUDA).
         stage_s: Seconds per stage.
         device_peak: The driver's peak GPU memory (allocated, reserved bytes).
+        cpu_s: Host CPU seconds of the driver and the runners it waited for.
         memory_short: The candidate failed with an out-of-memory error and, with its runner
             gone, the driver found too little free memory for the judgement (`roles.
             memory_short`): others held it, so a rerun alone is worth it. Measured by the
@@ -338,6 +339,7 @@ class CandidateResult:
     gpu_state: dict[str, int | float | None] | None = None
     stage_s: dict[str, float] = field(default_factory=dict)
     device_peak: dict[str, int] | None = None
+    cpu_s: float | None = None
     memory_short: bool = False
 
 

@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import platform
+import resource
 import sys
 import time
 import traceback
@@ -48,9 +49,18 @@ class Reporter:
         result.setdefault("stage", self.stage)
         result.setdefault("stage_s", self.stage_s)
         result.setdefault("device_peak", device_peak())
+        result.setdefault("cpu_s", cpu_seconds())
         tmp = self.result_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(result))
         tmp.replace(self.result_path)
+
+
+def cpu_seconds() -> float:
+    """Host CPU seconds of this worker and the children it waited for (its runners, compilers)."""
+    mine = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = mine.ru_utime + mine.ru_stime + children.ru_utime + children.ru_stime
+    return round(total, 3)
 
 
 def device_peak() -> dict | None:

@@ -108,6 +108,8 @@ class Flag(_NamedEnum):
             than its baselines', median to median or fastest to fastest, whichever is more
             (added to its time; see TimingStats.finish_ms).
         DEVICE_PEAK_BYTES: Peak GPU memory ("allocated", "reserved" bytes) by worker role.
+        WORKER_CPU_S: Host CPU seconds by worker role, its runners and compilers included (for
+            a zygote's child, from its fork; what the machine's cores spent on this judgement).
         SIDE_WORK: The L2 flush before the timed calls ran slower than alone: other work was on
             the GPU ({"flush_ms", "flush_excess_ms"}).
         PROFILE_MISMATCH: The profiled kernel time is far from the measured time
@@ -138,6 +140,7 @@ class Flag(_NamedEnum):
     CANDIDATE_TIMING = "candidate_timing"
     FINISH_EXCESS_MS = "finish_excess_ms"
     DEVICE_PEAK_BYTES = "device_peak_bytes"
+    WORKER_CPU_S = "worker_cpu_s"
     SIDE_WORK = "side_work"
     PROFILE_MISMATCH = "profile_mismatch"
     SPEED_OF_LIGHT = "speed_of_light"

@@ -159,7 +159,7 @@ def _run_role(role: str, data: dict, rep: Reporter) -> None:
         driver.close_early()
     result.stage_s = {}  # the reporter adds its own
     out = dataclasses.asdict(result)
-    del out["stage_s"], out["device_peak"]
+    del out["stage_s"], out["device_peak"], out["cpu_s"]
     rep.finish(out)
 
 

@@ -41,6 +41,8 @@ def test_correct_kernel_is_accepted_with_timings(judge, task, tmp_path):
     assert timing["rechecked_calls"] >= 2 and timing["round_trip_ms"] > 0
     # No GPU memory was used, so no peak is reported.
     assert "device_peak_bytes" not in verdict.flags
+    # The host CPU each worker role spent, its runners included (a runner imports torch).
+    assert verdict.flags["worker_cpu_s"]["candidate"] > 0.5
     # On the CPU, eager is timed again right after the candidate; its time makes the speedup.
     again = verdict.flags["baselines_retimed"]
     assert list(again) == ["eager"] and again["eager"]["now_ms"] == verdict.time_ms["eager"] > 0
