@@ -8,12 +8,19 @@ toolchain's headers only (no absolute paths, no `..`).
 Binaries (trusted side, after the extension is loaded): `symbol_violations` lists a shared
 object's undefined symbols (`nm -D --undefined-only`, demangled) and refuses the ones that do
 compute below PyTorch's dispatcher (where the fallback ban cannot see it): ATen's per-backend
-and native kernels (`at::cpu::`, `at::native::`, ...), redispatch, the dispatch TLS (popping the
-dispatch-mode stack, excluding dispatch keys), and BLAS/LAPACK routines.
+and native kernels (`at::cpu::`, `at::native::`, ...), the dispatcher's own handles (typed
+operator handles redispatch with any key set), redispatch, the dispatch TLS (popping the
+dispatch-mode stack, excluding dispatch keys, the raw key-set variable), switching RecordFunction
+off, BLAS/LAPACK routines in any spelling, and every C function libtorch_cpu exports (MKL under
+all its names, AOTInductor's shims that call ATen's kernels, NNPACK, ...) but a few harmless
+families (`TORCH_C_EXPORTS_ALLOWED`: Sleef's vector math, which ATen's inline vector code calls,
+logging flags, the stable ABI's tensor accessors).
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
 import re
 import shutil
@@ -36,16 +43,36 @@ _BELOW_DISPATCHER = re.compile(
     r"|TorchDispatchModeTLS|PythonDispatcher|\bc10::impl::tls_|_force_tls_local"
     # (Not ExcludeDispatchKeyGuard: torch's own headers inline it into every extension; the
     # source scan refuses it in the candidate's code.)
-    r"|_tls_set_dispatch_key|tls_local_dispatch_key_set"
+    r"|_tls_set_dispatch_key|tls_local_dispatch_key_set|raw_local_dispatch_key_set"
+    # The dispatcher itself: an operator found by name, called through a handle (its inline
+    # `redispatch` takes any key set and skips RecordFunction).
+    r"|\bc10::(?:Dispatcher|OperatorHandle|impl::OperatorEntry)::"
+    # RecordFunction (what a profiler of ATen's calls observes) switched off.
+    r"|\bat::(?:enableRecordFunction|clearCallbacks|clearThreadLocalCallbacks|clearGlobalCallbacks"
+    r"|removeCallback|disableCallback|reenableCallback|set_record_function_tls_)\b"
 )
 # Functions found by name at run time (libtorch's at::cpu:: kernels through dlsym, say): an
 # extension of the candidate's has no use for them.
 _RUNTIME_LOOKUP = re.compile(r"^(?:dlsym|dlvsym|dlopen|dlmopen|__libc_dl\w*)(?:@.*)?$")
+# In any case (MKL exports SGEMM, SGEMM_64, sgemm_64_, ...).
 _BLAS = re.compile(
-    r"^(?:cblas_\w+|mkl_\w+|openblas_\w+|LAPACKE_\w+"
-    r"|[sdcz](?:gemm|gemv|symm|syrk|trsm|trmm|axpy|dot|scal|ger|gesv|getrf|getrs|potrf|geqrf"
-    r"|gesdd|syevd?)_?)(?:@.*)?$"
+    r"^(?:cblas_\w+|mkl_\w+|openblas_\w+|LAPACKE_\w+|dnnl_\w+"
+    r"|[sdcz](?:gemm|gemv|symm|syrk|trsm|trmm|axpy|dot[cu]?|scal|ger|gesv|getrf|getrs|potrf"
+    r"|geqrf|gesdd|syevd?|copy)(?:_batch|_64)*_?(?:_64)?_?)(?:@.*)?$",
+    re.IGNORECASE,
 )
+# C functions libtorch_cpu exports that an extension may call: Sleef (ATen's inline vector
+# math), logging flags, cpuinfo, profiling (ITT) hooks, and the stable ABI's accessors.
+TORCH_C_EXPORTS_ALLOWED = re.compile(
+    r"^(?:Sleef_|FLAGS_|cpuinfo_|__itt|__intel_|_edata$|_end$|__bss_start$"
+    r"|aoti_torch_(?:get_|dtype_|device_type_|layout_|delete_tensor_object$|empty_strided$"
+    r"|create_tensor_from_blob|new_tensor_handle$|item_|scalar_to_tensor_|is_|memory_format_"
+    r"|grad_mode_))"
+)
+# Never libtorch's: the C and CUDA runtimes, Python, OpenMP (a safety net should a build of
+# torch export one of them).
+_RUNTIME_NAMES = re.compile(r"^(?:_?_?cuda|cu[A-Z]|_?_?nv|_?Py|omp_|GOMP_|__kmpc_|__cxa_|_Unwind_)")
+TORCH_C_LIBRARIES = ("libtorch_cpu.so",)
 # Shared objects under these directories are the system's, the venv's or torch's, not the
 # candidate's.
 _SYSTEM_ROOTS = ("/usr/", "/lib/", "/lib64/", "/opt/", "/etc/", "/snap/")
@@ -150,6 +177,49 @@ def undefined_symbols(shared_object: Path) -> list[str]:
     return symbols
 
 
+@functools.lru_cache(maxsize=1)
+def torch_c_exports() -> frozenset[str]:
+    """The C (unmangled) functions and variables torch's compute library exports.
+
+    Read from the dynamic symbol table of libtorch_cpu (`nm -D --defined-only`, a fraction of
+    a second; the zygote reads it once for every worker it forks). Empty where torch or nm is
+    missing: the other rules still apply.
+    """
+    nm = shutil.which("nm")
+    spec = importlib.util.find_spec("torch")
+    if nm is None or spec is None or not spec.origin:
+        return frozenset()
+    names = set()
+    for library in TORCH_C_LIBRARIES:
+        path = Path(spec.origin).parent / "lib" / library
+        if not path.is_file():
+            continue
+        proc = subprocess.run(
+            [nm, "-D", "--defined-only", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        for line in proc.stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and not parts[2].startswith("_Z"):
+                names.add(parts[2].split("@", 1)[0])
+    return frozenset(names)
+
+
+def bad_symbol(symbol: str) -> bool:
+    """Whether a (demangled) undefined symbol of the candidate's computes below the dispatcher."""
+    if _BELOW_DISPATCHER.search(symbol) or _BLAS.match(symbol) or _RUNTIME_LOOKUP.match(symbol):
+        return True
+    name = symbol.split("@", 1)[0]
+    return (
+        name in torch_c_exports()
+        and not TORCH_C_EXPORTS_ALLOWED.match(name)
+        and not _RUNTIME_NAMES.match(name)
+    )
+
+
 def symbol_violations(shared_object: Path) -> list[str]:
     """Violations ("native_symbols: ...") for the below-dispatcher symbols `shared_object` uses."""
     try:
@@ -161,11 +231,7 @@ def symbol_violations(shared_object: Path) -> list[str]:
                 f"{shared_object.name} could not be inspected ({exc})",
             )
         ]
-    bad = [
-        s
-        for s in symbols
-        if _BELOW_DISPATCHER.search(s) or _BLAS.match(s) or _RUNTIME_LOOKUP.match(s)
-    ]
+    bad = [s for s in symbols if bad_symbol(s)]
     if not bad:
         return []
     shown = "; ".join(sorted(set(bad))[:4])

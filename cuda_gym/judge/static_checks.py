@@ -90,7 +90,20 @@ NATIVE_FORBIDDEN_TOKENS = (
     "at::native::",
     "at::compositeexplicitautograd",
     "at::compositeimplicitautograd",
-    "::redispatch(",
+    "redispatch",
+    # The dispatcher's operator handles (an op found by name, called with any key set) and the
+    # raw dispatch-key TLS; RecordFunction (what observes ATen's calls) switched off.
+    "c10::Dispatcher",
+    "Dispatcher::singleton",
+    "findSchema",
+    "findOp",
+    "OperatorHandle",
+    "raw_local_dispatch_key_set",
+    "LocalDispatchKeySet",
+    "enableRecordFunction",
+    "RecordFunctionGuard",
+    "clearCallbacks",
+    "aoti_torch_",
 )
 
 RULE_SETS = ("env", "external")

@@ -96,10 +96,11 @@ def preload() -> None:
             raise RuntimeError(f"importing {name} initialised the CUDA driver")
     import torch
 
-    from cuda_gym.judge import fallback
+    from cuda_gym.judge import fallback, native_checks
 
     with fallback.FallbackBan(False):
         torch.empty(0)
+    native_checks.torch_c_exports()  # read once here, not by every driver forked from here
 
 
 def main() -> None:

@@ -62,10 +62,28 @@ def test_workspace_and_toolchain_includes_are_allowed(line):
         "cblas_sgemm",
         "sgemm_",
         "dgesv_@LAPACK",
+        "SGEMM",
+        "sgemm_64_",
+        "DGEMM_BATCH_64",
+        "c10::impl::raw_local_dispatch_key_set",
+        "TLS init function for c10::impl::raw_local_dispatch_key_set",
+        "c10::Dispatcher::realSingleton()",
+        "c10::Dispatcher::findSchemaOrThrow(char const*, char const*)",
+        "c10::OperatorHandle::~OperatorHandle()",
+        "at::enableRecordFunction(bool)",
     ],
 )
 def test_compute_below_the_dispatcher_is_a_bad_symbol(symbol):
-    assert native_checks._BELOW_DISPATCHER.search(symbol) or native_checks._BLAS.match(symbol)
+    assert native_checks.bad_symbol(symbol)
+
+
+def test_c_functions_libtorch_exports_are_bad_symbols_but_a_few_families():
+    exports = native_checks.torch_c_exports()
+    assert "mkl_blas_sgemm" in exports or any(n.startswith("mkl_") for n in exports)
+    compute = [n for n in exports if n.startswith(("aoti_torch_cpu_", "nnp_", "MKL_"))]
+    assert compute and all(native_checks.bad_symbol(n) for n in compute)
+    fine = [n for n in exports if n.startswith(("Sleef_", "aoti_torch_get_"))]
+    assert fine and not any(native_checks.bad_symbol(n) for n in fine)
 
 
 @pytest.mark.parametrize(
@@ -77,11 +95,18 @@ def test_compute_below_the_dispatcher_is_a_bad_symbol(symbol):
         "c10::detail::torchCheckFail(char const*, char const*, unsigned int, char const*)",
         "expf@GLIBC_2.27",
         "omp_get_num_threads@OMP_1.0",
+        "vsnprintf@GLIBC_2.2.5",
+        "GOMP_parallel@GOMP_4.0",
+        "THPVariableClass",
+        "Sleef_expf8_u10",
+        "cpuinfo_isa",
+        "at::TensorBase::__dispatch_contiguous(c10::MemoryFormat) const",
+        "__tls_get_addr@GLIBC_2.3",
+        "cudaLaunchKernel@libcudart.so.13",
     ],
 )
 def test_what_every_extension_links_is_not_a_bad_symbol(symbol):
-    assert not native_checks._BELOW_DISPATCHER.search(symbol)
-    assert not native_checks._BLAS.match(symbol)
+    assert not native_checks.bad_symbol(symbol)
 
 
 @pytest.mark.skipif(not shutil.which("cc") or not shutil.which("nm"), reason="needs cc and nm")
