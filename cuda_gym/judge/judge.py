@@ -1064,6 +1064,15 @@ def static_violations(
                 native[f"kernels/{path.relative_to(kernels_dir)}"] = path.read_text(
                     errors="replace"
                 )
+        # C/C++/CUDA files beside model_new.py, which cpp_extension.load(sources=[...]) builds.
+        solution_dir = kernels_dir.parent
+        for path in sorted(solution_dir.rglob("*")):
+            if (
+                path.suffix in SOURCE_SUFFIXES  # what the snapshot copies
+                and path.is_file()
+                and kernels_dir not in path.parents
+            ):
+                native[str(path.relative_to(solution_dir))] = path.read_text(errors="replace")
     found += check_native_sources(native)
     return [
         format_violation(ViolationKind.STATIC, f"line {v.line}: {v.message}", rule=v.rule)

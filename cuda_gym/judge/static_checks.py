@@ -11,6 +11,7 @@ early; the dispatcher ban and the runtime checks are the defence.
 from __future__ import annotations
 
 import ast
+import re
 import string
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -51,6 +52,9 @@ RULES: dict[str, str] = {
     "at::native::), nor look functions up by name at run time (dlsym, dlopen).",
     "native_include": "C++/CUDA sources may #include workspace files by relative path and "
     "toolchain, torch and CUDA headers only (no absolute paths, no '..').",
+    "token_pasting": "C++/CUDA sources may not paste identifiers together (`##`, "
+    "C10_CONCATENATE, AT_CONCAT, PYBIND11_CONCAT, ...): write every name out in full "
+    "(`, ##__VA_ARGS__` is fine).",
 }
 
 # Tokens in C++/CUDA sources that switch off dispatcher modes (and with them the fallback ban).
@@ -105,6 +109,20 @@ NATIVE_FORBIDDEN_TOKENS = (
     "clearCallbacks",
     "aoti_torch_",
 )
+
+# Token pasting makes identifiers the scan above never sees (`Exclude##DispatchKeyGuard`), from
+# parts that may even come from compiler flags built at run time: refused, but for GNU's
+# `, ##__VA_ARGS__`, which pastes nothing. So are torch's own pasting macros of two free parts.
+_PASTE = re.compile(r"##(?!\s*__VA_ARGS__)")
+PASTING_MACROS = (
+    "C10_CONCATENATE",
+    "AT_CONCAT",
+    "PYBIND11_CONCAT",
+    "TH_CONCAT_",
+    "ITT_JOIN",
+    "DEFINE_PER_BACKEND_KEYS",
+)
+_STRING_LITERAL = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'')
 
 RULE_SETS = ("env", "external")
 # Modules that cannot reach the harness, the reference or another process: pure computation
@@ -438,6 +456,22 @@ def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
                         f"`{token}` in {name} reaches the dispatcher's internals, computes "
                         "below it or looks functions up at run time; call your kernels "
                         "directly and leave dispatch keys alone.",
+                    )
+                )
+                break
+        for lineno, line in enumerate(text.splitlines(), 1):
+            # (Leading hashes are a directive's or a markdown heading's in a docstring.)
+            code = _STRING_LITERAL.sub('""', line).lstrip().lstrip("#")
+            macro = next((m for m in PASTING_MACROS if m in code), None)
+            if _PASTE.search(code) or macro:
+                what = f"`{macro}`" if macro else "`##`"
+                found.append(
+                    StaticViolation(
+                        "token_pasting",
+                        lineno,
+                        f"{what} in {name} pastes identifiers together, which hides the names "
+                        "from this scan; write every identifier out in full (`, ##__VA_ARGS__` "
+                        "is fine).",
                     )
                 )
                 break

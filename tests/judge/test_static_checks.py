@@ -3,7 +3,12 @@ import textwrap
 
 import pytest
 
-from cuda_gym.judge.static_checks import RULES, StaticViolation, check_solution_source
+from cuda_gym.judge.static_checks import (
+    RULES,
+    StaticViolation,
+    check_native_sources,
+    check_solution_source,
+)
 
 # A KernelBench-style load_inline solution. The CUDA string holds words that would be
 # violations as code (try, exec, os.environ, import subprocess): strings are not code.
@@ -419,8 +424,8 @@ def test_messages_are_one_sentence_and_rules_are_documented():
         ]
     )
     result = check_solution_source(source)
-    # dispatcher_bypass and native_include are about C++/CUDA sources, not Python.
-    native = {"syntax", "dispatcher_bypass", "native_include"}
+    # dispatcher_bypass, native_include and token_pasting are about C++/CUDA sources.
+    native = {"syntax", "dispatcher_bypass", "native_include", "token_pasting"}
     assert {v.rule for v in result} == set(RULES) - native
     for v in result:
         assert v.message.endswith(".") and "\n" not in v.message
@@ -758,3 +763,21 @@ def test_starred_arguments_do_not_hide_a_container_update_on_self():
         "class M:\n    def forward(self, x):\n        self.cache.update(*a, *b)\n        return x\n"
     )
     assert violations(source) == [("global_state", 3)]
+
+
+@pytest.mark.parametrize(
+    ("text", "pastes"),
+    [
+        ("#define CAT(a, b) a##b\n", True),
+        ("#define CAT(a, b) \\\n  a \\\n  ## b\n", True),
+        ("auto g = C10_CONCATENATE(Exclude, Guard);\n", True),
+        ("-DCAT(a,b)=a##b", True),  # a compiler flag in a Python string
+        ('#define LOG(fmt, ...) printf(fmt, ##__VA_ARGS__)\n', False),
+        ("## Usage\nA docstring's markdown heading.\n### More\n", False),
+        ('printf("##");\n', False),
+        ('#define CHECK(x) TORCH_CHECK(x.is_cuda(), #x " must be a CUDA tensor")\n', False),
+    ],
+)
+def test_token_pasting_is_refused_in_native_sources(text, pastes):
+    found = check_native_sources({"k.cu": text})
+    assert [v.rule for v in found] == (["token_pasting"] if pastes else [])
