@@ -121,6 +121,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
     """Judge a KernelBench-format solution file against a task; exit 0 accept, 1 reject."""
     from cuda_gym.judge import Judge, JudgeConfig
     from cuda_gym.judge.device import resolve_device
+    from cuda_gym.judge.judge import copy_sources
     from cuda_gym.tasks.catalog import find_task
 
     solution = Path(args.solution)
@@ -140,6 +141,8 @@ def cmd_judge(args: argparse.Namespace) -> int:
         _status(f"judging {solution} against {task.task_id} on {device} ...")
     with tempfile.TemporaryDirectory(prefix="cuda_gym_cli_") as tmp:
         shutil.copyfile(solution, Path(tmp) / "model_new.py")
+        # The C/C++/CUDA files beside it (and in csrc/, src/, ...), which it may build.
+        copy_sources(solution.parent, Path(tmp))
         if kernels:
             shutil.copytree(kernels, Path(tmp) / "kernels")
         verdict = Judge(config).evaluate(task, tmp, timing=not args.no_timing)

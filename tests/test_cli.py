@@ -119,6 +119,18 @@ def test_synth_help_defaults_to_auto_and_python_m_synth_works():
     assert alone.returncode == 0 and alone.stdout.startswith("usage: python -m cuda_gym.synth")
 
 
+def test_judge_takes_the_sources_beside_the_solution_file(tmp_path, capsys):
+    # cpp_extension.load(sources=[...]) of files beside it: the CLI judges them with it (here
+    # the native scan refuses one, at the static stage).
+    solution = tmp_path / "solution.py"
+    solution.write_text("import torch\n\n\nclass ModelNew(torch.nn.Module):\n    pass\n")
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "op.cpp").write_text("#define CAT(a, b) a##b\n")
+    assert main(["judge", TASK_ID, str(solution), "--device", "cpu", "--json"]) == 1
+    verdict = json.loads(capsys.readouterr().out)
+    assert verdict["stage"] == "static" and "csrc/op.cpp" in verdict["error"]
+
+
 def test_judge_exit_code_1_on_reject_and_2_on_usage_errors(tmp_path, capsys, caplog):
     broken = tmp_path / "solution.py"
     broken.write_text("import torch\nclass ModelNew(torch.nn.Module:\n    pass\n")

@@ -43,8 +43,6 @@ from cuda_gym.runtime import python_child_env, run_process
 from cuda_gym.runtime.sandbox import build_plan as sandbox_plan
 from cuda_gym.runtime.sandbox import sandbox_argv, sandbox_env
 
-# A solution builds an extension when its source calls one of these.
-_BUILDS = re.compile(r"\b(load_inline|cpp_extension\s*\.\s*load|load)\s*\(")
 _CPP_EXTENSION = re.compile(r"\bcpp_extension\b")
 LIBRARY_SUFFIXES = (".so",)
 DONE_FILE = "BUILD_OK"
@@ -77,29 +75,68 @@ class InlineBuild:
 
 
 def builds_extensions(source: str) -> bool:
-    """Whether model_new.py's source may build a torch extension when imported."""
-    return "load_inline" in source or bool(_CPP_EXTENSION.search(source) and _BUILDS.search(source))
+    """Whether model_new.py's source may build a torch extension when imported.
+
+    Any mention of load_inline or cpp_extension (under whatever name it is then called): the
+    build stage costs a sandboxed import where nothing is built, a build missed costs the
+    solution its judgement.
+    """
+    return "load_inline" in source or bool(_CPP_EXTENSION.search(source))
+
+
+def _builder_names(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """(names bound to load / load_inline, names bound to the cpp_extension module)."""
+    functions, modules = {"load_inline", "load"}, {"cpp_extension"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("cpp_extension"):
+            functions |= {
+                a.asname or a.name for a in node.names if a.name in ("load", "load_inline")
+            }
+        elif isinstance(node, ast.ImportFrom) and (node.module or "") == "torch.utils":
+            modules |= {a.asname or a.name for a in node.names if a.name == "cpp_extension"}
+        elif isinstance(node, ast.Import):
+            modules |= {
+                a.asname for a in node.names if a.name.endswith("cpp_extension") and a.asname
+            }
+    # Plain rebinding (`build = load_inline`, `build = ce.load`), twice for chains.
+    for _ in range(2):
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+                continue
+            target, value = node.targets[0], node.value
+            if isinstance(target, ast.Name) and _is_builder(value, functions, modules):
+                functions.add(target.id)
+    return functions, modules
+
+
+def _is_builder(func: ast.AST, functions: set[str], modules: set[str]) -> bool:
+    if isinstance(func, ast.Name):
+        return func.id in functions
+    if isinstance(func, ast.Attribute) and func.attr in ("load_inline", "load"):
+        value = func.value
+        return func.attr == "load_inline" or (
+            (isinstance(value, ast.Name) and value.id in modules)
+            or "cpp_extension" in ast.unparse(value)
+        )
+    return False
 
 
 def builds_lazily(source: str) -> bool:
-    """Whether model_new.py calls load_inline / cpp_extension.load inside a function body."""
+    """Whether model_new.py calls load_inline / cpp_extension.load inside a function body.
+
+    Under any name it imported or bound them to (`load_inline as compile_cpp`,
+    `from torch.utils import cpp_extension as ce`).
+    """
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
+    functions, modules = _builder_names(tree)
     for fn in ast.walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             continue
         for node in ast.walk(fn):
-            if not isinstance(node, ast.Call):
-                continue
-            func = node.func
-            if isinstance(func, ast.Name) and func.id in ("load_inline", "load"):
-                return True  # from torch.utils.cpp_extension import load, load_inline
-            if isinstance(func, ast.Attribute) and (
-                func.attr == "load_inline"
-                or (func.attr == "load" and "cpp_extension" in ast.unparse(func.value))
-            ):
+            if isinstance(node, ast.Call) and _is_builder(node.func, functions, modules):
                 return True
     return False
 

@@ -1064,12 +1064,15 @@ def static_violations(
                 native[f"kernels/{path.relative_to(kernels_dir)}"] = path.read_text(
                     errors="replace"
                 )
-        # C/C++/CUDA files beside model_new.py, which cpp_extension.load(sources=[...]) builds.
+    if kernels_dir is not None and kernels_dir.parent.is_dir():
+        # The other C/C++/CUDA files the snapshot copied (beside model_new.py, csrc/, ...),
+        # which cpp_extension.load(sources=[...]) may build.
         solution_dir = kernels_dir.parent
         for path in sorted(solution_dir.rglob("*")):
             if (
-                path.suffix in SOURCE_SUFFIXES  # what the snapshot copies
+                path.suffix in SOURCE_SUFFIXES
                 and path.is_file()
+                and not path.is_symlink()
                 and kernels_dir not in path.parents
             ):
                 native[str(path.relative_to(solution_dir))] = path.read_text(errors="replace")
@@ -1103,11 +1106,46 @@ def _scratch_dir() -> str | None:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
-# C/C++/CUDA sources beside model_new.py, which it may build with cpp_extension.load(sources=
-# [...]) or read into load_inline: copied with it (each up to SOURCE_BYTES).
+# C/C++/CUDA sources beside model_new.py or in folders under it (csrc/, src/, ...), which it
+# may build with cpp_extension.load(sources=[...]) or read into load_inline: copied with it
+# (each up to SOURCE_BYTES; folders up to SOURCE_DEPTH deep, hidden ones and caches skipped).
 SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c", ".cu", ".cuh", ".h", ".hpp", ".hh", ".inc")
 SOURCE_BYTES = 1 << 20
 SOURCES_TOTAL_BYTES = 16 << 20  # all of them together
+SOURCE_DEPTH = 3
+SOURCE_ENTRIES = 4096  # directory entries looked at, at most
+
+
+def copy_sources(solution_dir: Path, dest: Path) -> None:
+    """Copy the C/C++/CUDA sources under `solution_dir` (but kernels/) to `dest`, same layout.
+
+    Regular files only (no links followed), within SOURCE_BYTES each and SOURCES_TOTAL_BYTES
+    together.
+    """
+    if not solution_dir.is_dir():
+        return
+    left, seen = SOURCES_TOTAL_BYTES, 0
+    for root, dirs, names in os.walk(solution_dir, followlinks=False):
+        rel = Path(root).relative_to(solution_dir)
+        seen += len(dirs) + len(names)
+        if seen > SOURCE_ENTRIES:
+            break
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not d.startswith(".")
+            and d not in ("__pycache__", KERNELS_DIR if rel == Path(".") else "")
+            and len(rel.parts) < SOURCE_DEPTH
+        )
+        for name in sorted(names):
+            path = Path(root, name)
+            if path.suffix not in SOURCE_SUFFIXES or path.is_symlink() or not path.is_file():
+                continue
+            size = path.stat().st_size
+            if size <= min(SOURCE_BYTES, left):
+                (dest / rel).mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, dest / rel / name)
+                left -= size
 
 
 def _snapshot(solution_dir: Path, dest: Path) -> Path:
@@ -1119,14 +1157,7 @@ def _snapshot(solution_dir: Path, dest: Path) -> Path:
     src = solution_dir / SOLUTION_FILE
     if src.is_file() and not src.is_symlink():
         shutil.copyfile(src, dest / SOLUTION_FILE)
-    left = SOURCES_TOTAL_BYTES
-    for path in sorted(solution_dir.iterdir()) if solution_dir.is_dir() else ():
-        if path.suffix not in SOURCE_SUFFIXES or path.is_symlink() or not path.is_file():
-            continue
-        size = path.stat().st_size
-        if size <= min(SOURCE_BYTES, left):
-            shutil.copyfile(path, dest / path.name)
-            left -= size
+    copy_sources(solution_dir, dest)
     kernels = solution_dir / KERNELS_DIR
     if kernels.is_dir() and not kernels.is_symlink():
         shutil.copytree(kernels, dest / KERNELS_DIR, symlinks=False, ignore_dangling_symlinks=True)

@@ -403,6 +403,7 @@ def check_solution_source(
         return [StaticViolation("syntax", 0, _message("syntax", error=str(exc) or "too deep"))]
     if rules not in RULE_SETS:
         raise ValueError(f"unknown rule set {rules!r}; use one of {RULE_SETS}")
+    tree = _without_main_block(tree)
     mod = _analyse(tree, allow_streams, rules, state_names)
     checks = (_check_try, _check_imports, _check_names, _check_attributes, _check_calls)
     found: dict[tuple[str, int], StaticViolation] = {}
@@ -410,6 +411,45 @@ def check_solution_source(
         for violation in check(mod):
             found.setdefault((violation.rule, violation.line), violation)
     return sorted(found.values(), key=lambda v: (v.line, v.rule))
+
+
+def _without_main_block(tree: ast.Module) -> ast.Module:
+    """The module without its `if __name__ == "__main__":` blocks, which the judge never runs.
+
+    It imports model_new.py under another name; a source that could rename itself (binding
+    `__name__` anywhere, or naming it in a string) keeps its blocks and their checks.
+    """
+
+    def is_main(node: ast.stmt) -> bool:
+        test = node.test if isinstance(node, ast.If) else None
+        return (
+            isinstance(test, ast.Compare)
+            and isinstance(test.left, ast.Name)
+            and test.left.id == "__name__"
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Eq)
+            and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value == "__main__"
+            and not node.orelse
+        )
+
+    for node in ast.walk(tree):
+        if (
+            (
+                isinstance(node, ast.Name)
+                and node.id == "__name__"
+                and not isinstance(node.ctx, ast.Load)
+            )
+            or (isinstance(node, (ast.Global, ast.Nonlocal)) and "__name__" in node.names)
+            or (isinstance(node, ast.alias) and node.asname == "__name__")
+            or (isinstance(node, ast.Constant) and node.value == "__name__")
+            or (isinstance(node, ast.arg) and node.arg == "__name__")
+            or (isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name == "__name__")
+        ):
+            return tree
+    if not any(is_main(node) for node in tree.body):
+        return tree
+    return ast.Module(body=[n for n in tree.body if not is_main(n)], type_ignores=tree.type_ignores)
 
 
 def compiles_at_first_call(source: str) -> bool:
@@ -480,16 +520,38 @@ def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
     return found
 
 
+_DOCSTRING_READERS = re.compile(r"__doc__|__file__|\bopen\b|read_text|read_bytes")
+
+
 def string_constants(source: str) -> list[str]:
-    """Every string literal of a Python source (load_inline sources live there)."""
+    """Every string literal of a Python source (load_inline sources live there).
+
+    Docstrings are prose (one may name `at::native::` to explain what a kernel replaces), so
+    they are left out, unless the source could read one (`__doc__`, or its own file through
+    `__file__`, `open`, `read_text`/`read_bytes`): then a docstring may be C++.
+    """
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
+    docstrings = set()
+    if not _DOCSTRING_READERS.search(source):
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if (
+                isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                and body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
+                docstrings.add(id(body[0].value))
     return [
         node.value
         for node in ast.walk(tree)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
     ]
 
 
@@ -718,8 +780,11 @@ def _check_attributes(mod: _Module) -> Iterator[StaticViolation]:
 
 
 def _class_names(tree: ast.Module) -> set[int]:
-    """The `x.__class__` nodes only read for their name (`self.__class__.__name__` in a repr)."""
-    return {
+    """The `x.__class__` nodes read for their name or handed to super() with their instance.
+
+    `self.__class__.__name__` in a repr; `super(self.__class__, self).__init__()`.
+    """
+    found = {
         id(node.value)
         for node in ast.walk(tree)
         if isinstance(node, ast.Attribute)
@@ -728,6 +793,21 @@ def _class_names(tree: ast.Module) -> set[int]:
         and node.value.attr == "__class__"
         and isinstance(node.value.value, ast.Name)
     }
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "super"
+            and len(node.args) == 2
+            and not node.keywords
+            and isinstance(node.args[0], ast.Attribute)
+            and node.args[0].attr == "__class__"
+            and isinstance(node.args[0].value, ast.Name)
+            and isinstance(node.args[1], ast.Name)
+            and node.args[0].value.id == node.args[1].id
+        ):
+            found.add(id(node.args[0]))
+    return found
 
 
 def _formatted_self_dicts(tree: ast.Module) -> set[int]:
@@ -825,7 +905,28 @@ def _is_true(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is True
 
 
+def _reads_only(node: ast.Call) -> bool:
+    """Whether an open() call opens for reading: no mode, or a constant one without w/a/x/+."""
+    mode = node.args[1] if len(node.args) > 1 else None
+    for keyword in node.keywords:
+        if keyword.arg == "mode":
+            mode = keyword.value
+        elif keyword.arg is None or keyword.arg == "opener":
+            return False
+    if mode is None:
+        return True
+    return (
+        isinstance(mode, ast.Constant)
+        and isinstance(mode.value, str)
+        and not set(mode.value) & set("wax+")
+    )
+
+
 def _check_builtin_call(node: ast.Call, name: str, mod: _Module) -> Iterator[StaticViolation]:
+    if name == "open" and mod.rules == "external" and _reads_only(node):
+        # Code written elsewhere reads its C++ from a file beside it; the sandbox shows it
+        # nothing else worth reading (pathlib's read_text is allowed under these rules too).
+        return
     if name in _DYNAMIC_CALLS:
         yield _at(node, "dynamic_code", "dynamic", f"{name}()")
     elif name == "type" and len(node.args) == 3:
@@ -939,8 +1040,17 @@ def _check_mutable_defaults(
 def _check_argument_cache(
     fn: ast.FunctionDef | ast.AsyncFunctionDef, mod: _Module
 ) -> Iterator[StaticViolation]:
-    """functools.cache / lru_cache on a function with parameters: a cache keyed by argument."""
+    """functools.cache / lru_cache on a function with parameters: a cache keyed by argument.
+
+    Not on a function that builds an extension (load_inline / cpp_extension.load): a cache of
+    compiled modules by configuration (`build(block_size)`), not of results.
+    """
     if not _has_params(fn):
+        return
+    if any(
+        isinstance(node, ast.Call) and _qualified_name(node.func, mod.aliases) in _CPP_BUILDERS
+        for node in ast.walk(fn)
+    ):
         return
     for decorator in fn.decorator_list:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator

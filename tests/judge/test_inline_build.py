@@ -32,6 +32,10 @@ def test_which_sources_build_extensions():
     assert builds_extensions("import torch.utils.cpp_extension as ce\next = ce.load(name='x')")
     assert not builds_extensions("import torch\nw = torch.load('weights.pt')")
     assert not builds_extensions("import kernels_ext\n")
+    # `load as jit_load` (a stranger's report): any mention of cpp_extension builds.
+    assert builds_extensions(
+        "from torch.utils.cpp_extension import load as jit_load\next = jit_load(name='x')"
+    )
 
 
 def test_the_build_cache_key_covers_every_file_the_import_can_read(tmp_path):
@@ -251,3 +255,16 @@ def test_builds_inside_functions_leave_the_runner_free_to_compile():
         "def get():\n    return cpp_extension.load(name='a')\n"
     )
     assert not builds_lazily("import json\ndef read(f):\n    return json.load(f)\n")
+    # Under another name (a stranger's report): imported as, a module alias, a rebinding.
+    assert builds_lazily(
+        "from torch.utils.cpp_extension import load_inline as compile_cpp\n"
+        "class ModelNew:\n    def __init__(self):\n        self.e = compile_cpp(name='a')\n"
+    )
+    assert builds_lazily(
+        "from torch.utils import cpp_extension as ce\ndef get():\n    return ce.load(name='a')\n"
+    )
+    assert builds_lazily(
+        "import torch.utils.cpp_extension as ce\nbuild = ce.load_inline\n"
+        "def get():\n    return build(name='a')\n"
+    )
+    assert not builds_lazily("import torch\ndef get(p):\n    return torch.load(p)\n")

@@ -2,7 +2,7 @@
 
 import os
 
-from cuda_gym.judge.judge import SOURCE_BYTES, _snapshot
+from cuda_gym.judge.judge import SOURCE_BYTES, _snapshot, static_violations
 
 
 def test_sources_beside_model_new_are_copied_and_nothing_else(tmp_path):
@@ -31,3 +31,23 @@ def test_sources_beside_model_new_are_copied_up_to_a_total(tmp_path, monkeypatch
         (work / name).write_text("x" * 4)
     snap = _snapshot(work, tmp_path / "snap")
     assert sorted(p.name for p in snap.iterdir()) == ["a.cpp", "b.cpp"]
+
+
+def test_sources_in_folders_under_model_new_are_copied_and_scanned(tmp_path):
+    work = tmp_path / "work"
+    (work / "csrc" / "detail").mkdir(parents=True)
+    (work / ".git").mkdir()
+    (work / "__pycache__").mkdir()
+    (work / "model_new.py").write_text("import torch\n")
+    # cpp_extension.load(sources=["csrc/softplus.cpp", ...], extra_include_paths=["csrc"])
+    (work / "csrc" / "softplus.cpp").write_text("// softplus\n")
+    (work / "csrc" / "detail" / "math.h").write_text("// header\n")
+    (work / ".git" / "hook.c").write_text("// not the solution's\n")
+    (work / "__pycache__" / "x.c").write_text("// nor this\n")
+    snap = _snapshot(work, tmp_path / "snap")
+    copied = sorted(p.relative_to(snap).as_posix() for p in snap.rglob("*") if p.is_file())
+    assert copied == ["csrc/detail/math.h", "csrc/softplus.cpp", "model_new.py"]
+    # Whatever was copied may be built: the native scan reads it, kernels/ or not.
+    (snap / "csrc" / "softplus.cpp").write_text("#define CAT(a, b) a##b\n")
+    found = static_violations("import torch\n", snap / "kernels", "external")
+    assert len(found) == 1 and "token_pasting" in found[0] and "csrc/softplus.cpp" in found[0]

@@ -781,3 +781,43 @@ def test_starred_arguments_do_not_hide_a_container_update_on_self():
 def test_token_pasting_is_refused_in_native_sources(text, pastes):
     found = check_native_sources({"k.cu": text})
     assert [v.rule for v in found] == (["token_pasting"] if pastes else [])
+
+
+def test_code_written_elsewhere_may_read_its_sources_and_keep_a_main_block():
+    source = textwrap.dedent(
+        """
+        import os
+
+        import torch.nn as nn
+
+        with open(os.path.join(os.path.dirname(__file__), "k.cpp")) as f:
+            SRC = f.read()
+
+
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super(self.__class__, self).__init__()
+
+
+        if __name__ == "__main__":
+            import sys
+            import time
+
+            import torch
+
+            start = torch.cuda.Event(enable_timing=True)
+            print(time.perf_counter(), file=sys.stderr)
+        """
+    )
+    assert check_solution_source(source, rules="external") == []
+    rules = {v.rule for v in check_solution_source(source, rules="env")}
+    assert rules == {"forbidden_import", "dynamic_code"}  # os and open(): the agent's rules
+    # A source that could rename itself keeps its block and the block's checks.
+    renamed = source.replace("import os\n", "import os\n__name__ = '__main__'\n")
+    assert {v.rule for v in check_solution_source(renamed, rules="external")} >= {
+        "forbidden_import",
+        "side_stream",
+    }
+    # Opened for writing: refused.
+    writes = "f = open('k.cpp', 'w')\n"
+    assert [v.rule for v in check_solution_source(writes, rules="external")] == ["dynamic_code"]
