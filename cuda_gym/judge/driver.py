@@ -435,7 +435,11 @@ class Driver:
             # What the solution's process loaded, read from outside it: its own extensions
             # (kernels/ and load_inline's) may not call compute below the dispatcher.
             for shared_object in candidate_objects(link.proc.pid):
-                served.violations += symbol_violations(shared_object)
+                # On the CPU, also every ATen operator it refers to beyond the allowed ones (an
+                # extension's own thread or OpenMP worker calls them unseen by the ban); on a
+                # GPU the profile's kernel origins show torch's kernels whatever thread ran them.
+                ops = frozenset(allowed) if self.device == "cpu" else None
+                served.violations += symbol_violations(shared_object, ops)
         link.stage = "run"
         return served
 

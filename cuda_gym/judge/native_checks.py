@@ -208,10 +208,44 @@ def torch_c_exports() -> frozenset[str]:
     return frozenset(names)
 
 
-def bad_symbol(symbol: str) -> bool:
-    """Whether a (demangled) undefined symbol of the candidate's computes below the dispatcher."""
-    if _BELOW_DISPATCHER.search(symbol) or _BLAS.match(symbol) or _RUNTIME_LOOKUP.match(symbol):
+@functools.lru_cache(maxsize=1)
+def operator_structs() -> dict[str, str]:
+    """{`at::_ops` struct name: ATen operator}, e.g. "add_Tensor" -> "aten::add"."""
+    import torch
+
+    found = {}
+    for schema in torch._C._jit_get_all_schemas():
+        namespace, _, name = schema.name.partition("::")
+        if namespace == "aten":
+            struct = f"{name}_{schema.overload_name}" if schema.overload_name else name
+            found[struct] = schema.name
+    return found
+
+
+_OPERATOR_CALL = re.compile(r"^at::_ops::(\w+)::call\(")
+# TorchScript and the autograd engine run operators of their own from C++: their functions
+# (not the vtable of AutogradMeta, which every extension that makes a tensor refers to).
+_OWN_INTERPRETERS = re.compile(r"^torch::(?:jit|autograd)::")
+
+
+def bad_symbol(symbol: str, allowed_ops: frozenset[str] | None = None) -> bool:
+    """Whether a (demangled) undefined symbol of the candidate's computes below the dispatcher.
+
+    `allowed_ops` ("aten::view", ...): the operators the candidate may call (the fallback ban's
+    list). With it, a call of any other operator through the dispatcher (`at::_ops::<op>::call`,
+    what `at::addmm` and `Tensor::add` compile to) is refused too: from a thread of the
+    extension's own, or an OpenMP worker, the ban's per-thread dispatch mode never sees it.
+    """
+    if (
+        _BELOW_DISPATCHER.search(symbol)
+        or _BLAS.match(symbol)
+        or _RUNTIME_LOOKUP.match(symbol)
+        or _OWN_INTERPRETERS.match(symbol)
+    ):
         return True
+    call = _OPERATOR_CALL.match(symbol) if allowed_ops is not None else None
+    if call is not None:
+        return operator_structs().get(call.group(1)) not in allowed_ops
     name = symbol.split("@", 1)[0]
     return (
         name in torch_c_exports()
@@ -220,7 +254,7 @@ def bad_symbol(symbol: str) -> bool:
     )
 
 
-def symbol_violations(shared_object: Path) -> list[str]:
+def symbol_violations(shared_object: Path, allowed_ops: frozenset[str] | None = None) -> list[str]:
     """Violations ("native_symbols: ...") for the below-dispatcher symbols `shared_object` uses."""
     try:
         symbols = undefined_symbols(shared_object)
@@ -231,7 +265,7 @@ def symbol_violations(shared_object: Path) -> list[str]:
                 f"{shared_object.name} could not be inspected ({exc})",
             )
         ]
-    bad = [s for s in symbols if bad_symbol(s)]
+    bad = [s for s in symbols if bad_symbol(s, allowed_ops)]
     if not bad:
         return []
     shown = "; ".join(sorted(set(bad))[:4])

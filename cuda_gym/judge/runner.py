@@ -142,16 +142,16 @@ def _pin_numerics(torch) -> None:
     torch.set_float32_matmul_precision("highest")
 
 
-def _escape_refuser(violations: list, name: str):
-    """A stand-in for torch._C.`name` while forward runs: records a violation and raises."""
+def _escape_refuser(violations: list, name: str, place: str = "torch._C"):
+    """A stand-in for `place`.`name` while forward runs: records a violation and raises."""
 
     def refused(*args, **kwargs):
         if len(violations) < 20:
             violations.append(
-                f"torch_fallback: torch._C.{name} used inside ModelNew.forward (a way past the"
+                f"torch_fallback: {place}.{name} used inside ModelNew.forward (a way past the"
                 " ban on PyTorch ops)"
             )
-        raise RuntimeError(f"torch._C.{name} is not allowed inside ModelNew.forward")
+        raise RuntimeError(f"{place}.{name} is not allowed inside ModelNew.forward")
 
     return refused
 
@@ -261,8 +261,29 @@ class _Ban:
         handle = getattr(torch._C, "_DispatchOperatorHandle", None)
         if handle is not None and hasattr(handle, "redispatch_boxed"):
             places.append((handle, "redispatch_boxed"))
+        # Tensor bytes to a file and back with no operator (torch.save's raw storage, read by
+        # NumPy; torch.frombuffer wraps the result): compute the ban would not see.
+        import torch.serialization as serialization
+
+        places += [
+            (place, name)
+            for place, name in (
+                (torch, "save"),
+                (serialization, "save"),
+                (torch, "frombuffer"),
+                (torch, "from_file"),
+                (torch.UntypedStorage, "_write_file"),
+                (torch.UntypedStorage, "from_file"),
+            )
+            if hasattr(place, name)
+        ]
         self.escapes = [
-            (place, name, getattr(place, name), _escape_refuser(violations, name))
+            (
+                place,
+                name,
+                getattr(place, name),
+                _escape_refuser(violations, name, getattr(place, "__name__", "torch._C")),
+            )
             for place, name in places
         ]
 

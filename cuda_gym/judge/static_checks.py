@@ -164,6 +164,21 @@ _ATTR_FUNCTIONS = frozenset({"getattr", "setattr", "delattr"})
 _INTROSPECTION_NAMES = frozenset({"__builtins__", "__loader__", "__spec__"})
 # getattr by another name: attribute paths in strings ("_C.x", "__func__.__closure__").
 _ATTR_BY_STRING = frozenset({"operator.attrgetter", "operator.methodcaller"})
+# eval by another name: string annotations evaluated (`a: "__import__('threading')"`).
+_EVAL_BY_STRING = frozenset(
+    {
+        "typing.get_type_hints",
+        "typing.ForwardRef",
+        "typing._eval_type",
+        "typing.evaluate_forward_ref",
+        "typing_extensions.get_type_hints",
+        "typing_extensions.ForwardRef",
+        "typing_extensions.evaluate_forward_ref",
+        "typing_extensions.get_annotations",
+        "functools.singledispatch",
+        "functools.singledispatchmethod",
+    }
+)
 _ATTRIBUTE_RULES: dict[str, str] = {
     **dict.fromkeys(
         "__class__ __subclasses__ __globals__ __code__ __dict__ __builtins__ __closure__ __mro__ "
@@ -291,6 +306,8 @@ _MESSAGES = {
     "attr_name": "`{name}()` needs a string literal attribute name; access the attribute directly.",
     "attr_by_string": "`{name}` reaches attributes named by strings, which these checks cannot "
     "read; access attributes directly.",
+    "eval_by_string": "`{name}` evaluates annotations written as strings (code these checks "
+    "cannot read); write types as plain names.",
     "attr_module": "`{name}()` on an imported module is not allowed; use `module.attribute` "
     "directly and never replace it.",
     "introspection": "`{name}` reaches interpreter or harness state; use only your module's "
@@ -774,7 +791,8 @@ def _check_attributes(mod: _Module) -> Iterator[StaticViolation]:
         name = _qualified_name(node, mod.aliases)
         rule = name and _name_rule(name, mod.allow_streams)
         if rule == "dynamic_code":
-            yield _at(node, rule, "attr_by_string", name)
+            key = "eval_by_string" if name in _EVAL_BY_STRING else "attr_by_string"
+            yield _at(node, rule, key, name)
         elif rule:
             yield _at(node, rule, name=name)
 
@@ -863,7 +881,7 @@ def _is_private(name: str) -> bool:
 
 def _name_rule(name: str, allow_streams: bool) -> str | None:
     """The rule that a use of the dotted path `name` breaks, if any."""
-    if name in _ATTR_BY_STRING:
+    if name in _ATTR_BY_STRING or name in _EVAL_BY_STRING:
         return "dynamic_code"
     if _under(name, _COMPILE_NAMES):
         return "torch_compile"

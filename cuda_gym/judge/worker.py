@@ -101,6 +101,7 @@ def preload() -> None:
     with fallback.FallbackBan(False):
         torch.empty(0)
     native_checks.torch_c_exports()  # read once here, not by every driver forked from here
+    native_checks.operator_structs()
 
 
 def main() -> None:

@@ -118,3 +118,18 @@ def test_symbol_violations_reads_a_real_shared_object(tmp_path):
     found = native_checks.symbol_violations(lib)
     assert len(found) == 1 and "sgemm_" in found[0]
     assert violation_kind(found[0]) is ViolationKind.NATIVE_SYMBOLS
+
+
+def test_on_the_cpu_an_extension_may_refer_only_to_the_allowed_operators():
+    from cuda_gym.judge.fallback import ALLOWED_OPS
+
+    allowed = frozenset(ALLOWED_OPS)
+    addmm = "at::_ops::addmm::call(at::Tensor const&, at::Tensor const&, at::Tensor const&)"
+    assert native_checks.bad_symbol(addmm, allowed)  # e.g. from a thread of its own
+    assert native_checks.bad_symbol("at::_ops::mul_Tensor::call(at::Tensor const&)", allowed)
+    assert not native_checks.bad_symbol(addmm)  # (on a GPU the profile's origins see it)
+    for fine in ("empty_like", "empty_memory_format", "zeros", "view", "t", "clone"):
+        assert not native_checks.bad_symbol(f"at::_ops::{fine}::call(x)", allowed), fine
+    # The interpreters that run operators of their own; not AutogradMeta's vtable.
+    assert native_checks.bad_symbol("torch::jit::compile(std::string const&)")
+    assert not native_checks.bad_symbol("vtable for torch::autograd::AutogradMeta", allowed)

@@ -82,6 +82,31 @@ def test_the_runners_ban_refuses_dtype_conversions_and_allows_in_place_views():
     assert out.stdout.split() == ["half,to_bf16,copy_int", "3", "(4,)"]
 
 
+def test_the_runners_ban_refuses_tensor_bytes_through_files_and_puts_them_back():
+    """torch.save writes a storage's raw bytes with no operator, torch.frombuffer wraps bytes
+    back: NumPy could compute in between (a red-team find under the external rules)."""
+    code = (
+        "import io, sys, torch\n"
+        f"sys.path.insert(0, {str(RUNNER_PATH.parent)!r})\n"
+        "import runner\n"
+        "ban = runner._Ban(torch, {'aten::empty_like'})\n"
+        "x = torch.ones(4)\n"
+        "refused = []\n"
+        "for how in ('save', 'frombuffer'):\n"
+        "    with ban.active():\n"
+        "        try:\n"
+        "            if how == 'save': torch.save(x, io.BytesIO())\n"
+        "            else: torch.frombuffer(bytearray(16), dtype=torch.float32)\n"
+        "        except RuntimeError:\n"
+        "            refused.append(how)\n"
+        "torch.save(x, io.BytesIO())\n"
+        "print(','.join(refused), len(ban.violations))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["save,frombuffer", "2"]
+
+
 def test_candidate_processes_hash_strings_alike():
     """The build stage and the runners get one PYTHONHASHSEED (which `python -I` would ignore):
     an extension named after hash(source) has one name in both."""

@@ -821,3 +821,15 @@ def test_code_written_elsewhere_may_read_its_sources_and_keep_a_main_block():
     # Opened for writing: refused.
     writes = "f = open('k.cpp', 'w')\n"
     assert [v.rule for v in check_solution_source(writes, rules="external")] == ["dynamic_code"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import typing\ndef f(a: \"__import__('threading')\"): pass\nh = typing.get_type_hints(f)",
+        "from typing import ForwardRef\nr = ForwardRef(\"x\")\n",
+        "import functools\n@functools.singledispatch\ndef f(x): pass\n",
+    ],
+)
+def test_evaluating_string_annotations_is_refused(source):
+    assert "dynamic_code" in {v.rule for v in check_solution_source(source)}
