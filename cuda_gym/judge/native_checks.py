@@ -245,7 +245,20 @@ def bad_symbol(symbol: str, allowed_ops: frozenset[str] | None = None) -> bool:
         return True
     call = _OPERATOR_CALL.match(symbol) if allowed_ops is not None else None
     if call is not None:
-        return operator_structs().get(call.group(1)) not in allowed_ops
+        op = operator_structs().get(call.group(1))
+        if op not in allowed_ops and op not in COMPOSITE_FORMS_ALLOWED:
+            return True
+    return _libtorch_c_export(symbol)
+
+
+# Operators a C++ caller names that decompose, before the ban's mode sees them, into allowed
+# ones (`x.to(kFloat)` is `_to_copy`, `t.item<float>()` `_local_scalar_dense`): allowed by name.
+COMPOSITE_FORMS_ALLOWED = frozenset(
+    {"aten::to", "aten::item", "aten::type_as", "aten::reshape_as", "aten::is_same_size"}
+)
+
+
+def _libtorch_c_export(symbol: str) -> bool:
     name = symbol.split("@", 1)[0]
     return (
         name in torch_c_exports()

@@ -128,7 +128,17 @@ def test_on_the_cpu_an_extension_may_refer_only_to_the_allowed_operators():
     assert native_checks.bad_symbol(addmm, allowed)  # e.g. from a thread of its own
     assert native_checks.bad_symbol("at::_ops::mul_Tensor::call(at::Tensor const&)", allowed)
     assert not native_checks.bad_symbol(addmm)  # (on a GPU the profile's origins see it)
-    for fine in ("empty_like", "empty_memory_format", "zeros", "view", "t", "clone"):
+    # (`x.to(kFloat)` and `t.item<float>()` decompose into allowed ones before the ban sees them)
+    for fine in (
+        "empty_like",
+        "empty_memory_format",
+        "zeros",
+        "view",
+        "t",
+        "clone",
+        "to_dtype",
+        "item",
+    ):
         assert not native_checks.bad_symbol(f"at::_ops::{fine}::call(x)", allowed), fine
     # The interpreters that run operators of their own; not AutogradMeta's vtable.
     assert native_checks.bad_symbol("torch::jit::compile(std::string const&)")
