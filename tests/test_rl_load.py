@@ -76,6 +76,13 @@ def test_cpu_sampler_sees_a_busy_core():
     assert 0 <= report["saturated_share"] <= 1 and report["interval_p50"] <= 1
 
 
+def _proc_entry(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/stat").read()
+    except OSError as err:
+        return repr(err)
+
+
 def test_leftovers_finds_a_stray_worker_and_a_shm_file(tmp_path):
     since = time.time()
     child = subprocess.Popen(["sleep", "60"], cwd=tmp_path)
@@ -83,8 +90,15 @@ def test_leftovers_finds_a_stray_worker_and_a_shm_file(tmp_path):
     try:
         if SHM.is_dir():
             shm.touch()
-        left = leftovers(since)
-        assert any(p.startswith(f"{child.pid}: sleep") for p in left["processes"])
+        # a scan of /proc can miss a process that is starting: look again for a few seconds
+        deadline = time.monotonic() + 10
+        while True:
+            left = leftovers(since)
+            seen = any(p.startswith(f"{child.pid}: sleep") for p in left["processes"])
+            if seen or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert seen, (child.pid, left, _proc_entry(child.pid))
         assert shm.name in left["shm"] or not SHM.is_dir()
     finally:
         child.kill()
