@@ -43,10 +43,11 @@ from time import perf_counter
 import torch
 
 from cuda_gym.errors import is_out_of_memory
-from cuda_gym.judge import roles
+from cuda_gym.judge import cpu_time, roles
 from cuda_gym.judge.compare import Comparison, check_outputs_match, runs_agree
 from cuda_gym.judge.config import FIRST_CALL_EXTRA_S
 from cuda_gym.judge.contract import strict_scales
+from cuda_gym.judge.cpu_time import CpuWatch
 from cuda_gym.judge.fallback import ALLOWED_OPS, VENDOR_LIBRARY_OPS
 from cuda_gym.judge.handover import Handover
 from cuda_gym.judge.inputs import forward_seed, make_inputs, seed_forward
@@ -64,6 +65,7 @@ from cuda_gym.judge.static_checks import reference_state
 from cuda_gym.judge.timing import L2_FLUSH_BYTES, kernel_origin
 from cuda_gym.judge.untrusted import RunnerFailed, RunnerLink, runner_sandbox
 from cuda_gym.judge.verdict import ViolationKind, format_violation
+from cuda_gym.runtime.perf_sampling import PerfUnavailable
 
 ROUND_TRIP_CALLS = 20
 # Set to 1: timed calls also ask the runner for forward's time between its own CUDA events,
@@ -126,6 +128,7 @@ class Served:
         self.trace_events = device == "cuda" and os.environ.get(TRACE_EVENTS_ENV) == "1"
         self.event_ms: list[float] = []  # the runner's own figures of traced calls
         self.trace: list[list[float]] = []  # their host time by segment, ms (TRACE_SEGMENTS)
+        self.watch: CpuWatch | None = None  # where forward's CPU time goes (judge/cpu_time.py)
 
     def _share(self, message: dict, fds: tuple[int, ...]) -> None:
         self.link.send(message, fds)
@@ -141,6 +144,9 @@ class Served:
 
     def close(self) -> None:
         """Stop the runner, then free the call buffers lent to it."""
+        if self.watch is not None:
+            self.watch.close()
+            self.watch = None
         self.link.close()
         self.handover.close()
 
@@ -167,10 +173,17 @@ class Served:
         if self.device == "cuda":
             torch.cuda.synchronize()
         start = perf_counter()
-        reply = self.link.call(message, fds, self._limit(first=kind == "profile"))
+        with self._window(kind == "call"):
+            reply = self.link.call(message, fds, self._limit(first=kind == "profile"))
         if kind == "call":
             self.call_s.append(perf_counter() - start)
         return self._finish(reply)
+
+    def _window(self, forward: bool, timed: bool = False):
+        """Where the CPU watch (if any) counts samples: the calls that run forward."""
+        if self.watch is None or not forward:
+            return contextlib.nullcontext()
+        return self.watch.window(timed)
 
     def typical_call_s(self) -> float | None:
         """Seconds of an untimed call past the first; None before the second.
@@ -209,7 +222,8 @@ class Served:
         if self.device == "cuda":
             # The device switches to the runner's context now, not inside the window.
             self.link.prime(self._limit())
-        reply, to_done_s, finish_s = self.link.timed_call(message, fds, self._limit())
+        with self._window(True, timed=True):
+            reply, to_done_s, finish_s = self.link.timed_call(message, fds, self._limit())
         outputs, _ = self._finish(reply)
         if reply.event_ms is not None:
             self.event_ms.append(reply.event_ms)
@@ -406,6 +420,8 @@ class Driver:
             with roles.off_device(self.rep, "runner"):
                 link.wait_started(load_limit_s)
                 served.measure_transport(load_limit_s, banned)
+                if candidate and banned and self.device == "cpu":
+                    self._watch(served)  # before the runner holds any code of the solution's
             self.rep.enter(stage)
             ready = link.start(
                 {
@@ -442,6 +458,34 @@ class Driver:
                 served.violations += symbol_violations(shared_object, ops)
         link.stage = "run"
         return served
+
+    def _watch(self, served: Served) -> None:
+        """Sample the solution's runner from outside from now on (`cuda_gym.judge.cpu_time`).
+
+        Where the kernel refuses (`PerfUnavailable`), the judgement goes on without this line
+        of defence and the verdict's `cpu_time` flag says why.
+        """
+        req = self.req
+        work = str(served.link.work_dir)
+        attributor = cpu_time.Attributor(
+            own_hashes=cpu_time.file_hashes([req.extensions_dir, req.module_dir]),
+            writable=(work, "/tmp", "/dev/shm"),
+            own_dirs=(f"{work}/torch_extensions",) if req.compile_extensions else (),
+            vendor=req.allow_vendor_libraries,
+        )
+        try:
+            served.watch = cpu_time.CpuWatch(served.link.proc.pid, attributor)
+        except PerfUnavailable as exc:
+            self.result.cpu_time = {"error": str(exc)}
+
+    def _check_cpu(self, served: Served) -> None:
+        """Add the CPU watch's finding (if any) to the violations; keep its counts."""
+        if served.watch is None:
+            return
+        violation = served.watch.check()
+        self.result.cpu_time = served.watch.total.summary()
+        if violation is not None and violation not in served.violations:
+            served.violations.append(violation)
 
     def _call_limit_s(self) -> float:
         """What one call of the candidate may take: a multiple of the reference's time."""
@@ -568,6 +612,7 @@ class Driver:
         self.result.deterministic = agree
         self.result.bitwise_deterministic = bitwise
         banned = not req.reference_as_candidate
+        self._check_cpu(served)
         if banned and served.own_calls == 0 and trials.correct:
             # A correct answer with no kernel of the solution's: PyTorch's allowed copy and
             # view ops did the work (a data-movement task). A wrong one is just incorrect.
@@ -602,6 +647,8 @@ class Driver:
                 )
             self.result.timing_recheck = ComparisonResult(**vars(recheck))
             self.result.timing = timing
+            self._check_cpu(served)  # the timed calls too
+            self.result.violations = list(served.violations)
         if req.profile and not profiled:
             self._profile(served, inputs, exp, fseed)
 

@@ -606,6 +606,8 @@ class Judge:
             verdict.flags[Flag.PROFILE_KERNEL_MS_PER_CALL] = result.kernels.kernel_ms_per_call
         if result.gpu_state:
             verdict.flags[Flag.GPU_STATE] = result.gpu_state
+        if result.cpu_time:
+            verdict.flags[Flag.CPU_TIME] = result.cpu_time
         # The reference judged as the candidate runs PyTorch kernels by design.
         own_kernels = None if reference_as_candidate else result.kernels
         _check_timing_integrity(verdict, result.timing, own_kernels)

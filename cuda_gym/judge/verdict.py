@@ -34,7 +34,9 @@ class ViolationKind(_NamedEnum):
         NONDETERMINISTIC: Two runs on one input differ beyond the tolerance.
         TIMING_RECHECK: Outputs produced inside the timing loop are wrong.
         FOREIGN_KERNELS: PyTorch's (or a disallowed vendor library's) kernels took most of the
-            profiled GPU time.
+            profiled GPU time; on the CPU, compute that is not the solution's (PyTorch's
+            kernels, another library's, code in no file) took a share of forward's sampled CPU
+            time (cuda_gym.judge.cpu_time).
     """
 
     STATIC = "static"
@@ -101,6 +103,9 @@ class Flag(_NamedEnum):
             untrusted).
         PROFILE_KERNEL_MS_PER_CALL: The profiled kernel milliseconds per call (untrusted).
         GPU_STATE: Clocks, temperature and power after timing (CUDA).
+        CPU_TIME: On the CPU, forward's CPU time sampled from outside its process, by place
+            (own, runtime, torch_compute, foreign; samples) with the top places outside the
+            solution's code; or {"error": why it could not be sampled} (cuda_gym.judge.cpu_time).
         CANDIDATE_HOST_MEDIAN_MS: The candidate's median host wall-clock milliseconds per call.
         CANDIDATE_TIMING: The driver's full timing statistics of the candidate (a TimingStats
             as a dict).
@@ -136,6 +141,7 @@ class Flag(_NamedEnum):
     KERNELS = "kernels"
     PROFILE_KERNEL_MS_PER_CALL = "profile_kernel_ms_per_call"
     GPU_STATE = "gpu_state"
+    CPU_TIME = "cpu_time"
     CANDIDATE_HOST_MEDIAN_MS = "candidate_host_median_ms"
     CANDIDATE_TIMING = "candidate_timing"
     FINISH_EXCESS_MS = "finish_excess_ms"

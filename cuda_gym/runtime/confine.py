@@ -339,7 +339,10 @@ def _copy_tree(src: int, dst: int, uid: int | None, depth: int = COPY_MAX_DEPTH)
 def _copy_entry(name: str, src: int, dst: int, uid: int | None, depth: int) -> None:
     """Copy `name` of `src` into `dst` if it is a regular file or a directory (see _copy_tree).
 
-    Modes keep their owner's bits and lose group and world write (and setuid).
+    Modes keep their owner's bits and lose group and world write (and setuid). Shared objects
+    (the extensions the judge built) stay the caller's and read-only: code under a uid of its
+    own can replace such a file but not change it, so the judge knows the built objects by
+    their content (cuda_gym.judge.cpu_time).
     """
     try:
         info = os.stat(name, dir_fd=src, follow_symlinks=False)
@@ -372,7 +375,10 @@ def _copy_entry(name: str, src: int, dst: int, uid: int | None, depth: int) -> N
             try:
                 while os.sendfile(fout, fin, None, 1 << 24):
                     pass
-                _own(fout, mode, uid)
+                if name.endswith(".so"):
+                    _own(fout, mode & 0o555, None)
+                else:
+                    _own(fout, mode, uid)
             finally:
                 os.close(fout)
         finally:

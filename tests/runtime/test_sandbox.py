@@ -256,6 +256,35 @@ def test_scratch_is_a_bounded_private_copy(scratch: Path):
     assert (scratch / "given.txt").read_text() == "from the judge"
 
 
+def test_the_judges_shared_objects_in_scratch_cannot_be_changed(scratch: Path):
+    ext = scratch / "torch_extensions" / "ext"
+    ext.mkdir(parents=True)
+    (ext / "ext.so").write_bytes(b"\x7fELF built by the judge")
+    proc = run_sandboxed(
+        """
+        import errno, os
+        path = "torch_extensions/ext/ext.so"
+        print(open(path, "rb").read()[4:])
+        for attempt in (lambda: open(path, "r+b"), lambda: os.chmod(path, 0o755)):
+            try:
+                attempt()
+                print("changed")
+            except OSError as exc:
+                print(errno.errorcode[exc.errno])
+        os.replace(path, "torch_extensions/ext/old.so")  # a new file in its place is possible
+        open(path, "wb").write(b"other")
+        print(open(path, "rb").read())
+        """,
+        scratch,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "b' built by the judge'"
+    if os.geteuid() == 0:  # a uid of its own: the judge's file is not its to change
+        assert lines[1:3] == ["EACCES", "EPERM"]
+    assert lines[3] == "b'other'"
+
+
 def test_keep_copies_back_files_and_directories_only(scratch: Path, tmp_path: Path):
     secret = tmp_path / "secret.txt"
     secret.write_text("judge's")

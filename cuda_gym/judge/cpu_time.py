@@ -1,0 +1,443 @@
+"""Where the candidate's forward spent its CPU time: its own code, or someone else's compute.
+
+On the CPU the fallback ban sees PyTorch's operators only when they pass the dispatcher, and
+the symbol check sees only the functions an extension names. Compute reached any other way (a
+function found by address in libtorch's memory, NumPy's kernels called from C++ through
+pybind11, a BLAS library opened by hand) shows in where the process's CPU time went. The driver
+samples the runner from outside (cuda_gym.runtime.perf_sampling) while forward runs, and each
+sample's instruction pointer is put in one of these places:
+
+- own: the solution's compiled extensions, known by content (the SHA-256 of the objects the
+  judge built, read through /proc/PID/map_files: the very file mapped, whatever its name);
+- runtime: the C and C++ runtime, the Python interpreter and its standard modules, and
+  PyTorch's code other than its compute kernels (allocation, dispatch, tensor bookkeeping, the
+  allowed operators' views, copies and fills, Sleef's vector math that ATen's inline vector
+  code calls), from the system's and this Python's read-only directories only;
+- idle: OpenMP's runtimes (threads waiting at barriers, whoever's work they wait for), counted
+  apart from the shares;
+- torch_compute: PyTorch's compute kernels (`at::native::`, `at::cpu::`, MKL, oneDNN, FBGEMM,
+  BLAS and LAPACK names, TorchScript's interpreter; libtorch_cpu's functions named by
+  addr2line), which an allowed operator never runs;
+- foreign: any other code: another library (NumPy, OpenBLAS, a system BLAS), a file the runner
+  wrote (whatever its name), anonymous executable memory, an address no mapping held when seen.
+
+`assess` turns the counts into a `foreign_kernels` violation when torch_compute and foreign
+together are both a real amount of time (`MIN_SAMPLES` samples) and a real share of forward's
+(`MAX_SHARE`). An honest solution's share there is zero but for misattributed samples.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import functools
+import hashlib
+import importlib.util
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cuda_gym.judge.fallback import ALLOWED_OPS
+from cuda_gym.judge.native_checks import _SYSTEM_ROOTS
+from cuda_gym.judge.verdict import ViolationKind, format_violation
+from cuda_gym.runtime.perf_sampling import Mapping, PerfSampler, Samples
+
+PERIOD_NS = 500_000  # one sample per 0.5 ms of a thread's CPU time
+MIN_SAMPLES = 10  # 5 ms of CPU time in someone else's compute ...
+MAX_SHARE = 0.10  # ... and a tenth of the sampled time of forward's calls
+
+PLACES = ("own", "runtime", "torch_compute", "foreign")  # "idle" (OpenMP's waits) apart
+
+# Libraries of the C/C++ runtime, OpenMP and the dynamic loader (by file name).
+_RUNTIME_LIBRARY = re.compile(
+    r"^(?:libc|libm|libmvec|libstdc\+\+|libgcc_s|ld-linux[\w.-]*|ld64|libgomp[\w-]*|libiomp5"
+    r"|libpthread|libdl|librt|libutil|libatomic)(?:[.-][\w.-]*)?\.so(?:\.[\d.]+)?$"
+)
+# ... of which OpenMP's runtimes: their threads' time is mostly waiting at barriers, whoever's
+# work they wait for ("idle", outside the shares).
+_OPENMP_LIBRARY = re.compile(r"^lib(?:gomp|iomp5)")
+# PyTorch's compute kernels (demangled names): ATen's kernels and per-backend operators, its
+# vendor libraries, BLAS and LAPACK names, TorchScript's interpreter.
+_TORCH_COMPUTE = re.compile(
+    r"\bat::(?:native|cpu|vec|internal|compositeexplicitautograd\w*|compositeimplicitautograd)::"
+    r"|\b(?:dnnl|ideep|fbgemm|xnnpack|pytorch_qnnp|torch::jit)::|^(?:mkl_|MKL_|dnnl_|nnp_|xnn_)"
+    r"|^(?:cblas_|LAPACKE_)|^_?[sdczSDCZ](?:gemm|gemv|symm|syrk|trsm|trmm|axpy|dot|scal|ger|gesv"
+    r"|getr[fs]|potr[fs]|geqrf|gesdd|syev|GEMM|GEMV|AXPY|DOT|SCAL)\w*$"
+)
+# ... but not the code of the operators the fallback ban allows (views, copies, fill,
+# allocation: an identifier that is such an operator's name, alone or with a suffix, such as
+# copy_kernel or empty_cpu), nor the parallel-for machinery around any kernel, nor ATen's
+# kernel lookup.
+_ALLOWED_NAMES = sorted(
+    {name for op in ALLOWED_OPS if len(name := op.removeprefix("aten::").strip("_")) > 2}
+    | {
+        "direct_copy",
+        "copy_same_type",
+        "range",
+        "linspace",
+        "invoke_parallel",
+        "parallel_for",
+        "parallel_run",
+        "serial_for_each",
+        "DispatchStub",
+        "DispatchStubImpl",
+    },
+    key=len,
+    reverse=True,
+)
+_TORCH_ALLOWED = re.compile(
+    r"(?<![\w])_?(?:" + "|".join(map(re.escape, _ALLOWED_NAMES)) + r")(?:_\w*)?(?![\w])"
+)
+
+
+@functools.lru_cache(maxsize=64)
+def _segments(path: str) -> tuple[tuple[int, int, int], ...]:
+    """(file offset, virtual address, file size) of each loadable segment of an ELF file."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit only
+                return ()
+            (phoff,) = struct.unpack_from("<Q", head, 32)
+            phentsize, phnum = struct.unpack_from("<HH", head, 54)
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+    except OSError:
+        return ()
+    found = []
+    for k in range(phnum):
+        kind, _, offset, vaddr, _, filesz = struct.unpack_from("<IIQQQQ", table, k * phentsize)
+        if kind == 1:  # PT_LOAD
+            found.append((offset, vaddr, filesz))
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=64)
+def plt_ranges(path: str) -> tuple[tuple[int, int], ...]:
+    """[start, end) virtual addresses of an ELF file's PLT sections (stubs with no symbol)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:4] != b"\x7fELF" or head[4] != 2:
+                return ()
+            (shoff,) = struct.unpack_from("<Q", head, 40)
+            shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 58)
+            f.seek(shoff)
+            table = f.read(shentsize * shnum)
+            sections = [struct.unpack_from("<IIQQQQ", table, k * shentsize) for k in range(shnum)]
+            _, _, _, _, names_offset, names_size = sections[shstrndx]
+            f.seek(names_offset)
+            names = f.read(names_size)
+    except (OSError, struct.error, IndexError):
+        return ()
+    found = []
+    for name_at, _, _, address, _, size in sections:
+        name = names[name_at : names.find(b"\0", name_at)]
+        if name.startswith(b".plt"):
+            found.append((address, address + size))
+    return tuple(found)
+
+
+def virtual_address(path: str, file_offset: int) -> int:
+    """The ELF virtual address of `file_offset` in the library at `path`."""
+    for offset, vaddr, size in _segments(path):
+        if offset <= file_offset < offset + size:
+            return file_offset - offset + vaddr
+    return file_offset
+
+
+class Symbolizer:
+    """Function names of addresses in a library, from its symbol table (binutils' addr2line).
+
+    Names are looked up in batches and kept; addr2line reads only what it needs of a large
+    library (a fifth of a second for libtorch_cpu), so nothing is loaded ahead of time.
+    """
+
+    def __init__(self) -> None:
+        self.tool = shutil.which("addr2line")
+        self._names: dict[tuple[str, int], str | None] = {}
+
+    def names(self, path: str, addresses: set[int]) -> dict[int, str | None]:
+        """{address: demangled function name, or None where there is none}."""
+        todo = sorted(a for a in addresses if (path, a) not in self._names)
+        if todo and self.tool is not None:
+            proc = subprocess.run(
+                [self.tool, "-f", "-C", "-e", path],
+                input="\n".join(f"{a:#x}" for a in todo),
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            lines = proc.stdout.splitlines()
+            for k, address in enumerate(todo):
+                name = lines[2 * k] if 2 * k < len(lines) else "??"
+                self._names[(path, address)] = None if name == "??" else name
+        return {a: self._names.get((path, a)) for a in addresses}
+
+
+def torch_library_dir() -> str | None:
+    """The lib/ directory of torch (with a trailing "/"), or None without torch."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return None
+    return str(Path(spec.origin).resolve().parent / "lib") + "/"
+
+
+@dataclass
+class Attribution:
+    """Forward's sampled CPU time by place (PLACES), and the top names in the bad places."""
+
+    counts: Counter = field(default_factory=Counter)
+    where: Counter = field(default_factory=Counter)  # (place, symbol or library) -> samples
+    lost: int = 0
+
+    @property
+    def total(self) -> int:
+        """Samples inside forward's calls."""
+        return sum(self.counts[p] for p in PLACES)
+
+    @property
+    def bad(self) -> int:
+        """Samples in someone else's compute (torch_compute and foreign)."""
+        return self.counts["torch_compute"] + self.counts["foreign"]
+
+    def add(self, other: Attribution) -> None:
+        """Count `other`'s samples in this one too."""
+        self.counts.update(other.counts)
+        self.where.update(other.where)
+        self.lost += other.lost
+
+    def summary(self) -> dict:
+        """Counts by place, lost samples and the top bad names (the verdict's flag)."""
+        report = {p: self.counts[p] for p in (*PLACES, "idle")}
+        report["lost"] = self.lost
+        report["top_outside"] = [
+            f"{place}: {demangle(name)[:120]} ({n})"
+            for (place, name), n in self.where.most_common(5)
+        ]
+        return report
+
+
+def file_hashes(roots: list[str]) -> frozenset[str]:
+    """SHA-256 of every shared object under `roots` (the judge's own builds)."""
+    found = set()
+    for root in roots:
+        if root and Path(root).is_dir():
+            for path in Path(root).rglob("*.so"):
+                if path.is_file() and not path.is_symlink():
+                    found.add(hashlib.sha256(path.read_bytes()).hexdigest())
+    return frozenset(found)
+
+
+class Attributor:
+    """Puts samples of one runner in PLACES (see the module doc).
+
+    Args:
+        own_hashes: SHA-256 of the shared objects the judge built for the solution: a mapped
+            file with one of these contents (read through /proc/PID/map_files, the very file
+            mapped) is the solution's.
+        writable: Directories the runner can write (its scratch, /tmp, /dev/shm): nothing
+            there is trusted as runtime or PyTorch, whatever its name.
+        own_dirs: Where the runner itself may build the solution's extensions (a solution that
+            compiles in its runner): objects there count as its own too.
+        vendor: The task allows vendor libraries (BLAS, oneDNN): PyTorch's compute counts as
+            runtime, only foreign libraries count against the solution.
+    """
+
+    def __init__(
+        self,
+        own_hashes: frozenset[str] = frozenset(),
+        writable: tuple[str, ...] = ("/tmp/", "/dev/shm/"),
+        own_dirs: tuple[str, ...] = (),
+        vendor: bool = False,
+    ) -> None:
+        self.own_hashes = own_hashes
+        self.writable = tuple(d.rstrip("/") + "/" for d in writable)
+        self.own_dirs = tuple(d.rstrip("/") + "/" for d in own_dirs)
+        self.vendor = vendor
+        self.torch_lib = torch_library_dir()
+        self.python_roots = tuple(
+            str(Path(p).resolve()) + "/" for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}
+        )
+        self.python_exe = str(Path(sys.executable).resolve())
+        self._places: dict[tuple[int, Mapping], str] = {}
+        self.symbolizer = Symbolizer()
+
+    def place_of_mapping(self, pid: int, m: Mapping) -> str:
+        """Where code in mapping `m` of process `pid` counts ("torch": by its symbols)."""
+        key = (pid, m)
+        if key not in self._places:
+            self._places[key] = self._place_of_mapping(pid, m)
+        return self._places[key]
+
+    def _place_of_mapping(self, pid: int, m: Mapping) -> str:
+        path = m.path
+        if path in ("[vdso]", "[vsyscall]"):
+            return "runtime"
+        if not path.startswith("/"):
+            return "foreign"  # anonymous executable memory
+        if self._is_own(pid, m):
+            return "own"
+        if path.startswith(self.writable):
+            return "foreign"  # written by the runner, not built by the judge
+        name = Path(path).name
+        trusted = path.startswith(_SYSTEM_ROOTS + self.python_roots)
+        if self.torch_lib and path.startswith(self.torch_lib):
+            if name.startswith("libtorch_cpu"):
+                return "torch"
+            return "idle" if _OPENMP_LIBRARY.match(name) else "runtime"
+        if trusted and _RUNTIME_LIBRARY.match(name):
+            return "idle" if _OPENMP_LIBRARY.match(name) else "runtime"
+        if trusted and name.startswith("libpython"):
+            return "runtime"
+        if path == self.python_exe or (trusted and "/lib-dynload/" in path):
+            return "runtime"  # the interpreter and the standard library's extension modules
+        return "foreign"
+
+    def _is_own(self, pid: int, m: Mapping) -> bool:
+        if self.own_dirs and m.path.startswith(self.own_dirs):
+            return True
+        if not self.own_hashes:
+            return False
+        try:
+            data = Path(f"/proc/{pid}/map_files/{m.start:x}-{m.end:x}").read_bytes()
+        except OSError:
+            return False
+        return hashlib.sha256(data).hexdigest() in self.own_hashes
+
+    def attribute(self, samples: Samples, windows: list[tuple[int, int]]) -> Attribution:
+        """The samples that fall in `windows` ([start, end) CLOCK_MONOTONIC ns), by place."""
+        out = Attribution(lost=samples.lost)
+        if not windows:
+            return out
+        windows = sorted(windows)
+        starts = [w[0] for w in windows]
+        maps = {pid: sorted(m, key=lambda x: x.start) for pid, m in samples.maps.items()}
+        inside = []  # (ip, [(place, mapping)]) of each sample in a window
+        torch_addresses: dict[str, set[int]] = {}  # PyTorch's code: named in one batch a library
+        for ip, pid, _, at in samples.rows:
+            k = bisect.bisect_right(starts, at) - 1
+            if k < 0 or at >= windows[k][1]:
+                continue
+            found = [
+                (self.place_of_mapping(pid, m), m)
+                for m in maps.get(pid, [])
+                if m.start <= ip < m.end
+            ]
+            for place, m in found:
+                if place == "torch" and not self.vendor:
+                    address = virtual_address(m.path, ip - m.start + m.offset)
+                    torch_addresses.setdefault(m.path, set()).add(address)
+            inside.append((ip, found))
+        names = {
+            path: self.symbolizer.names(path, addresses)
+            for path, addresses in torch_addresses.items()
+        }
+        for ip, found in inside:
+            place, name = self._worst(ip, found, names)
+            out.counts[place] += 1
+            if place in ("torch_compute", "foreign"):
+                out.where[(place, name)] += 1
+        return out
+
+    def _worst(self, ip: int, found: list, names: dict) -> tuple[str, str]:
+        """The place and name of one sample; of two mappings seen at its address, the worse."""
+        if not found:
+            return "foreign", "code in no mapped file"
+        places = []
+        for place, m in found:
+            name = Path(m.path).name or "anonymous executable memory"
+            if place == "torch":
+                if self.vendor:
+                    place = "runtime"
+                else:
+                    address = virtual_address(m.path, ip - m.start + m.offset)
+                    symbol = names.get(m.path, {}).get(address)
+                    if symbol is None and any(lo <= address < hi for lo, hi in plt_ranges(m.path)):
+                        place, name = "runtime", f"{name} (PLT)"
+                    elif symbol is None:
+                        place, name = "torch_compute", f"{name} (no symbol)"
+                    else:
+                        place = "torch_compute" if is_torch_compute(symbol) else "runtime"
+                        name = symbol
+            places.append((place, name))
+        order = {"foreign": 0, "torch_compute": 1, "runtime": 2, "idle": 3, "own": 4}
+        return min(places, key=lambda pn: order[pn[0]])
+
+
+class CpuWatch:
+    """Samples one runner from outside while forward runs, and says where the time went.
+
+    `window()` brackets a call of forward (`timed`: the sampler's thread then leaves the driver
+    alone until it returns); `check()` attributes what was sampled in the windows so far and
+    returns the `foreign_kernels` violation, if any. Raises PerfUnavailable from the start.
+    """
+
+    def __init__(self, pid: int, attributor: Attributor, period_ns: int = PERIOD_NS) -> None:
+        self.sampler = PerfSampler(pid, period_ns=period_ns)
+        self.attributor = attributor
+        self.total = Attribution()
+        self._windows: list[tuple[int, int]] = []
+
+    @contextlib.contextmanager
+    def window(self, timed: bool = False):
+        """Count the samples taken while the block runs (one call of forward)."""
+        if timed:
+            self.sampler.quiet(True)
+        start = time.monotonic_ns()
+        try:
+            yield
+        finally:
+            self._windows.append((start, time.monotonic_ns()))
+            if timed:
+                self.sampler.quiet(False)
+
+    def check(self) -> str | None:
+        """Attribute the samples of the windows so far; the violation they show, or None."""
+        samples = self.sampler.collect()
+        self.total.add(self.attributor.attribute(samples, self._windows))
+        self._windows = []
+        return assess(self.total)
+
+    def close(self) -> None:
+        """Stop sampling."""
+        self.sampler.close()
+
+
+@functools.lru_cache(maxsize=4096)
+def is_torch_compute(symbol: str) -> bool:
+    """Whether a libtorch_cpu symbol (mangled or not) is one of PyTorch's compute kernels."""
+    name = demangle(symbol)
+    return bool(_TORCH_COMPUTE.search(name)) and not _TORCH_ALLOWED.search(name)
+
+
+def assess(attribution: Attribution) -> str | None:
+    """The `foreign_kernels` violation for an attribution, or None."""
+    total, bad = attribution.total, attribution.bad
+    if total == 0 or bad < MIN_SAMPLES or bad < MAX_SHARE * total:
+        return None
+    top = ", ".join(
+        f"{place}: {demangle(name)[:120]} {100 * n / total:.0f}%"
+        for (place, name), n in attribution.where.most_common(3)
+    )
+    return format_violation(
+        ViolationKind.FOREIGN_KERNELS,
+        f"{100 * bad / total:.0f}% of forward's sampled CPU time ran in compute that is not the "
+        f"solution's ({top}); its own code must do the work",
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def demangle(name: str) -> str:
+    """A C++ symbol demangled (c++filt); the name itself if it is not mangled."""
+    if not name.startswith("_Z") or shutil.which("c++filt") is None:
+        return name
+    proc = subprocess.run(["c++filt", name], capture_output=True, text=True, timeout=10)
+    return proc.stdout.strip() or name

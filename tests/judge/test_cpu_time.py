@@ -1,0 +1,188 @@
+"""Where forward's CPU time went: places of code, PyTorch's compute kernels, the rule."""
+
+import hashlib
+import mmap
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cuda_gym.judge.cpu_time import (
+    MIN_SAMPLES,
+    Attribution,
+    Attributor,
+    Symbolizer,
+    assess,
+    is_torch_compute,
+    plt_ranges,
+    torch_library_dir,
+    virtual_address,
+)
+from cuda_gym.runtime.perf_sampling import Mapping, Samples, executable_maps
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "mkl_blas_avx512_sgemm_kernel_0",
+        "sgemm_",
+        "SGEMM",
+        "cblas_sgemm",
+        "at::native::AVX2::add_kernel(at::TensorIteratorBase&, c10::Scalar const&)",
+        "at::native::(anonymous namespace)::index_copy_kernel(at::TensorIterator&, long)",
+        "at::native::AVX2::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)",
+        "at::cpu::mm(at::Tensor const&, at::Tensor const&)",
+        "dnnl::impl::cpu::x64::jit_brgemm_kernel_t::generate()",
+        "void at::native::(anonymous namespace)::basic_loop_non_separable<float, long, 2, 1>"
+        "(char**, long const*, long)",
+        "torch::jit::InterpreterStateImpl::runImpl(std::vector<c10::IValue>&)",
+        # an allowed operator's name inside another identifier is not that operator
+        "at::native::(anonymous namespace)::index_select_out_cpu_(at::Tensor const&, long)",
+        "at::native::AVX2::tanh_kernel(at::TensorIteratorBase&)",
+    ],
+)
+def test_torch_compute_kernels(name):
+    assert is_torch_compute(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "at::native::AVX2::copy_kernel(at::TensorIterator&, bool)",
+        "at::native::(anonymous namespace)::fill_kernel(at::TensorIterator&, c10::Scalar const&)",
+        "void c10::function_ref<void (char**, long const*, long, long)>::callback_fn<at::native::"
+        "AVX2::direct_copy_kernel(at::TensorIteratorBase&)::{lambda()#3}>(long, char**)",
+        "at::native::empty_cpu(c10::ArrayRef<long>, std::optional<c10::ScalarType>)",
+        "at::native::resize_(at::Tensor const&, c10::ArrayRef<long>)",
+        "at::native::DispatchStub<void (*)(at::TensorIterator&, bool), at::native::"
+        "copy_stub_DECLARE_DISPATCH_type>::get_call_ptr(c10::DeviceType)",
+        "c10::impl::OperatorEntry::lookup(c10::DispatchKeySet) const",
+        "at::_ops::empty_memory_format::call(c10::ArrayRef<c10::SymInt>)",
+        "at::TensorIteratorBase::build(at::TensorIteratorConfig&)",
+        "Sleef_expf8_u10",
+        "at::internal::invoke_parallel(long, long, long, std::function<void (long, long)> const&)",
+        "at::native::slice(at::Tensor const&, long, std::optional<long>, long)",
+        "at::native::view_dtype(at::Tensor const&, c10::ScalarType)",
+        "at::native::transpose_(at::Tensor&, long, long)",
+        "at::native::arange_out(c10::Scalar const&, c10::Scalar const&, at::Tensor&)",
+    ],
+)
+def test_allowed_and_bookkeeping_code_of_pytorch(name):
+    assert not is_torch_compute(name)
+
+
+def test_mangled_names_are_demangled_before_the_rules():
+    # at::native::AVX2::copy_kernel(at::TensorIterator&, bool) / at::cpu::mm(...)
+    assert not is_torch_compute("_ZN2at6native4AVX211copy_kernelERNS_14TensorIteratorEb")
+    assert is_torch_compute("_ZN2at3cpu2mmERKNS_6TensorES3_")
+
+
+def _mapped_file(tmp_path: Path, name: str, data: bytes):
+    """`data` in a file mapped executable into this process: (its Mapping, the mmap)."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    with open(path, "rb") as f:
+        area = mmap.mmap(f.fileno(), len(data), prot=mmap.PROT_READ | mmap.PROT_EXEC)
+    (m,) = [m for m in executable_maps(os.getpid()) if m.path == str(path)]
+    return m, area
+
+
+def test_own_objects_are_known_by_their_content_not_their_place(tmp_path):
+    built = b"\x7fELF" + b"own extension" * 400
+    other = b"\x7fELF" + b"a copy of somebody's BLAS" * 400
+    own, a = _mapped_file(tmp_path, "ext.so", built)
+    copied, b = _mapped_file(tmp_path, "libm.so.6", other)  # a runtime library's name
+    try:
+        who = Attributor(
+            own_hashes=frozenset({hashlib.sha256(built).hexdigest()}),
+            writable=(str(tmp_path),),
+        )
+        assert who.place_of_mapping(os.getpid(), own) == "own"
+        assert who.place_of_mapping(os.getpid(), copied) == "foreign"
+        # without the judge's hashes, nothing in a writable directory is the solution's
+        assert Attributor(writable=(str(tmp_path),)).place_of_mapping(os.getpid(), own) == (
+            "foreign"
+        )
+    finally:
+        a.close()
+        b.close()
+
+
+def test_places_of_system_python_and_anonymous_code():
+    who = Attributor(writable=("/nonexistent-scratch",))
+    pid = os.getpid()
+    places = {m.path: who.place_of_mapping(pid, m) for m in executable_maps(pid)}
+    libc = [p for p in places if Path(p).name.startswith("libc.so")]
+    assert libc and all(places[p] == "runtime" for p in libc)
+    assert who.place_of_mapping(pid, Mapping(0x1000, 0x2000, 0, "")) == "foreign"
+    assert who.place_of_mapping(pid, Mapping(0x1000, 0x2000, 0, "[vdso]")) == "runtime"
+    site = "/usr/lib/python3/dist-packages/numpy/core/_multiarray_umath.so"
+    assert who.place_of_mapping(pid, Mapping(0x3000, 0x4000, 0, site)) == "foreign"
+
+
+def test_only_samples_inside_the_windows_count_and_unmapped_code_is_foreign():
+    pid = 4242
+    maps = {pid: {Mapping(1000, 2000, 0, "[vdso]")}}
+    rows = [
+        (1500, pid, pid, 10),  # vdso, before the window
+        (1500, pid, pid, 100),  # vdso, inside
+        (5000, pid, pid, 150),  # no mapping: inside
+        (1500, pid, pid, 300),  # after
+    ]
+    got = Attributor().attribute(Samples(rows, 3, maps), [(100, 200)])
+    assert got.counts["runtime"] == 1 and got.counts["foreign"] == 1 and got.total == 2
+    assert got.lost == 3
+    assert got.where[("foreign", "code in no mapped file")] == 1
+
+
+def test_the_rule_needs_both_an_amount_and_a_share():
+    a = Attribution()
+    a.counts.update(own=1000, runtime=200, foreign=MIN_SAMPLES - 1)
+    assert assess(a) is None  # too little time
+    a.counts.update(foreign=1)
+    assert assess(a) is None  # too small a share (10 of 1210)
+    a.counts.update(torch_compute=300)
+    a.where[("torch_compute", "mkl_blas_avx512_sgemm_kernel_0")] = 300
+    found = assess(a)
+    assert found.startswith("foreign_kernels: ") and "mkl_blas_avx512_sgemm_kernel_0" in found
+
+
+def test_libtorch_functions_are_named_by_address():
+    lib = torch_library_dir()
+    path = lib and Path(lib, "libtorch_cpu.so")
+    if not path or not path.is_file():
+        pytest.skip("torch's libtorch_cpu.so is not installed")
+    out = subprocess.run(["nm", "-D", "--defined-only", str(path)], capture_output=True, text=True)
+    symbols = {line.split()[-1]: int(line.split()[0], 16) for line in out.stdout.splitlines()}
+    gemm = symbols["sgemm_"]
+    names = Symbolizer().names(str(path), {gemm + 4, 1})
+    assert names[gemm + 4].lower().startswith(("sgemm", "mkl_blas"))
+    assert is_torch_compute(names[gemm + 4])
+    assert names[1] is None  # not in any function
+    # a file offset inside the first loadable segment maps to itself in a shared library
+    assert virtual_address(str(path), 4096) == 4096
+
+
+def test_openmp_waits_are_apart_from_the_shares():
+    who = Attributor(writable=("/nonexistent-scratch",))
+    pid = os.getpid()
+    gomp = "/usr/lib/x86_64-linux-gnu/libgomp.so.1.0.0"
+    assert who.place_of_mapping(pid, Mapping(0x1000, 0x2000, 0, gomp)) == "idle"
+    a = Attribution()
+    a.counts.update(idle=5000, own=90, torch_compute=MIN_SAMPLES)
+    assert a.total == 100 and assess(a) is not None  # 10 of 100, the waits left out
+
+
+def test_code_in_libtorch_plt_stubs_is_runtime():
+    lib = torch_library_dir()
+    path = lib and Path(lib, "libtorch_cpu.so")
+    if not path or not path.is_file():
+        pytest.skip("torch's libtorch_cpu.so is not installed")
+    (plt,) = plt_ranges(str(path))[:1]
+    assert plt[0] < plt[1]
+    offset = plt[0] + 16  # the PLT is in the first loadable segment: offset = address
+    m = Mapping(0x10000000, 0x10000000 + 2 * plt[1], 0, str(path))
+    rows = [(m.start + offset, 7, 7, 50)]
+    got = Attributor().attribute(Samples(rows, 0, {7: {m}}), [(0, 100)])
+    assert got.counts["runtime"] == 1, got.where
