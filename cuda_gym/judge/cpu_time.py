@@ -50,7 +50,7 @@ from cuda_gym.runtime.perf_sampling import Mapping, PerfSampler, Samples
 
 PERIOD_NS = 500_000  # one sample per 0.5 ms of a thread's CPU time
 MIN_SAMPLES = 10  # 5 ms of CPU time in someone else's compute ...
-MAX_SHARE = 0.10  # ... and a tenth of the sampled time of forward's calls
+MAX_SHARE = 0.05  # ... and a twentieth of the sampled time of forward's calls
 
 PLACES = ("own", "runtime", "torch_compute", "foreign")  # "idle" (OpenMP's waits) apart
 

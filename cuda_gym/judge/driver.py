@@ -438,10 +438,10 @@ class Driver:
                 load_limit_s,
             )
         except RunnerFailed:
-            link.close()
+            served.close()
             raise
         if ready.error is not None:
-            link.close()
+            served.close()
             if candidate:
                 self.result.build_failed = ready.build_failed
             raise CandidateFailed(ready.error)
