@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cuda_gym.judge.config import JudgeConfig
+from cuda_gym.judge.cpu_time import PERIOD_NS
 from cuda_gym.judge.device import DeviceInfo
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ def baseline_key(task_hash: str, info: DeviceInfo, config: JudgeConfig) -> str:
         "l2-flush-persisting-off",
         "driver-done-finish-fresh-inputs-polled-empty-call-steps-fastest-finish-min",
     ]
+    if info.device == "cpu":
+        parts.append(f"perf-sampled-{PERIOD_NS}")  # cuda_gym.judge.cpu_time: sampling costs time
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
 

@@ -310,6 +310,7 @@ class Driver:
         # In a directory of its own, which the runners' sandboxes see (read-only).
         self.init_path = self.work / "init" / "init.pt"
         self._early: Served | Exception | None = None  # launch_candidate's runner
+        self.unsampled: list[str] = []  # baselines whose runner could not be sampled (CPU)
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -420,8 +421,10 @@ class Driver:
             with roles.off_device(self.rep, "runner"):
                 link.wait_started(load_limit_s)
                 served.measure_transport(load_limit_s, banned)
-                if candidate and banned and self.device == "cpu":
-                    self._watch(served)  # before the runner holds any code of the solution's
+                if self.device == "cpu":
+                    # Before the runner holds any code of the solution's; baselines are sampled
+                    # as well, so that sampling slows every timed side alike.
+                    self._watch(served, check=candidate and banned, role=role)
             self.rep.enter(stage)
             ready = link.start(
                 {
@@ -459,24 +462,31 @@ class Driver:
         link.stage = "run"
         return served
 
-    def _watch(self, served: Served) -> None:
-        """Sample the solution's runner from outside from now on (`cuda_gym.judge.cpu_time`).
+    def _watch(self, served: Served, check: bool, role: str) -> None:
+        """Sample a runner from outside from now on (`cuda_gym.judge.cpu_time`).
 
-        Where the kernel refuses (`PerfUnavailable`), the judgement goes on without this line
-        of defence and the verdict's `cpu_time` flag says why.
+        check: the solution's runner, whose samples are judged; a baseline's are only taken
+        (sampling costs the sampled process time, and every timed side pays it alike). Where
+        the kernel refuses (`PerfUnavailable`), the judgement goes on without this line of
+        defence and the verdict's `cpu_time` flag says why.
         """
         req = self.req
-        work = str(served.link.work_dir)
-        attributor = cpu_time.Attributor(
-            own_hashes=cpu_time.file_hashes([req.extensions_dir, req.module_dir]),
-            writable=(work, "/tmp", "/dev/shm"),
-            own_dirs=(f"{work}/torch_extensions",) if req.compile_extensions else (),
-            vendor=req.allow_vendor_libraries,
-        )
+        attributor = None
+        if check:
+            work = str(served.link.work_dir)
+            attributor = cpu_time.Attributor(
+                own_hashes=cpu_time.file_hashes([req.extensions_dir, req.module_dir]),
+                writable=(work, "/tmp", "/dev/shm"),
+                own_dirs=(f"{work}/torch_extensions",) if req.compile_extensions else (),
+                vendor=req.allow_vendor_libraries,
+            )
         try:
             served.watch = cpu_time.CpuWatch(served.link.proc.pid, attributor)
         except PerfUnavailable as exc:
-            self.result.cpu_time = {"error": str(exc)}
+            if check:
+                self.result.cpu_time = {"error": str(exc)}
+            else:
+                self.unsampled.append(role)
 
     def _check_cpu(self, served: Served) -> None:
         """Add the CPU watch's finding (if any) to the violations; keep its counts."""
@@ -484,6 +494,8 @@ class Driver:
             return
         violation = served.watch.check()
         self.result.cpu_time = served.watch.total.summary()
+        if self.unsampled:
+            self.result.cpu_time["unsampled_baselines"] = list(self.unsampled)
         if violation is not None and violation not in served.violations:
             served.violations.append(violation)
 

@@ -141,11 +141,13 @@ class PerfSampler:
         period_ns: int = 1_000_000,
         buffer_bytes: int = 16 << 20,
         drain_s: float = 0.05,
+        keep: bool = True,
     ) -> None:
         number = _SYSCALL.get(platform.machine())
         if number is None:
             raise PerfUnavailable(f"perf events: no system call number for {platform.machine()}")
         self.pid = pid
+        self.keep = keep  # False: sample (for what it costs the process) but keep nothing
         self._libc = ctypes.CDLL(None, use_errno=True)
         self._libc.syscall.restype = ctypes.c_long
         self._fds: list[int] = []
@@ -237,7 +239,7 @@ class PerfSampler:
             body = data[start : start + length]
             if len(body) < length:
                 body += data[: length - len(body)]
-            if kind == _RECORD_SAMPLE and length >= 32:
+            if kind == _RECORD_SAMPLE and length >= 32 and self.keep:
                 ip, pid, tid, at = struct.unpack_from("QIIQ", body, 8)
                 rows.append((ip, pid, tid, at))
             elif kind == _RECORD_LOST and length >= 24:
