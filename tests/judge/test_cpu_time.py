@@ -67,6 +67,7 @@ def test_torch_compute_kernels(name):
         "at::native::view_dtype(at::Tensor const&, c10::ScalarType)",
         "at::native::transpose_(at::Tensor&, long, long)",
         "at::native::arange_out(c10::Scalar const&, c10::Scalar const&, at::Tensor&)",
+        "torch::jit::tracer::getTracingState()",  # the dispatcher asks it on every call
     ],
 )
 def test_allowed_and_bookkeeping_code_of_pytorch(name):
@@ -189,3 +190,25 @@ def test_code_in_libtorch_plt_stubs_is_runtime():
     rows = [(m.start + offset, 7, 7, 50)]
     got = Attributor().attribute(Samples(rows, 0, {7: {m}}), [(0, 100)])
     assert got.counts["runtime"] == 1, got.where
+
+
+def test_own_work_banked_in_some_calls_does_not_hide_compute_in_the_others():
+    pid = 4242
+    own_lib = Mapping(1000, 2000, 0, "/tmp/solution/ext.so")
+    vdso = Mapping(3000, 4000, 0, "[vdso]")
+    maps = {pid: {own_lib, vdso}}
+    who = Attributor(own_dirs=("/tmp/solution",))
+    rows = [(1500, pid, pid, 10 + k) for k in range(1000)]  # one long call of own work
+    windows = [(0, 2000)]
+    for call in range(MIN_SAMPLES):  # then short calls: half in code in no file, half runtime
+        at = 10_000 + 100 * call
+        rows += [(9000, pid, pid, at), (3500, pid, pid, at + 1)]
+        windows.append((at, at + 50))
+    got = who.attribute(Samples(rows, 0, maps), windows)
+    assert got.counts["own"] == 1000 and got.bad == MIN_SAMPLES
+    assert got.bad < MAX_SHARE * got.total  # diluted overall ...
+    assert got.dominated == MIN_SAMPLES  # ... not call by call
+    assert assess(got) is not None
+    # spread over the own calls instead, the same samples are no violation
+    spread = who.attribute(Samples(rows[:1000] + rows[1000::2], 0, maps), [(0, 1_000_000)])
+    assert spread.dominated == 0 and assess(spread) is None
