@@ -16,7 +16,7 @@ sample's instruction pointer is put in one of these places:
 - idle: OpenMP's runtimes (threads waiting at barriers, whoever's work they wait for), counted
   apart from the shares;
 - torch_compute: PyTorch's compute kernels (`at::native::`, `at::cpu::`, MKL, oneDNN, FBGEMM,
-  BLAS and LAPACK names, TorchScript's interpreter; libtorch_cpu's functions named by
+  BLAS and LAPACK names; libtorch_cpu's functions named by
   addr2line), which an allowed operator never runs;
 - foreign: any other code: another library (NumPy, OpenBLAS, a system BLAS), a file the runner
   wrote (whatever its name), anonymous executable memory, an address no mapping held when seen.
@@ -70,11 +70,10 @@ _RUNTIME_LIBRARY = re.compile(
 # work they wait for ("idle", outside the shares).
 _OPENMP_LIBRARY = re.compile(r"^lib(?:gomp|iomp5)")
 # PyTorch's compute kernels (demangled names): ATen's kernels and per-backend operators, its
-# vendor libraries, BLAS and LAPACK names, TorchScript's interpreter.
+# vendor libraries, BLAS and LAPACK names.
 _TORCH_COMPUTE = re.compile(
-    r"\bat::(?:native|cpu|vec|internal|compositeexplicitautograd\w*|compositeimplicitautograd)::"
-    r"|\b(?:dnnl|ideep|fbgemm|xnnpack|pytorch_qnnp)::|\btorch::jit::(?!tracer::)"
-    r"|^(?:mkl_|MKL_|dnnl_|nnp_|xnn_)"
+    r"\bat::(?:native|cpu|vec|compositeexplicitautograd\w*|compositeimplicitautograd)::"
+    r"|\b(?:dnnl|ideep|fbgemm|xnnpack|pytorch_qnnp)::|^(?:mkl_|MKL_|dnnl_|nnp_|xnn_)"
     r"|^(?:cblas_|LAPACKE_)|^_?[sdczSDCZ](?:gemm|gemv|symm|syrk|trsm|trmm|axpy|dot|scal|ger|gesv"
     r"|getr[fs]|potr[fs]|geqrf|gesdd|syev|GEMM|GEMV|AXPY|DOT|SCAL)\w*$"
 )
@@ -101,6 +100,7 @@ _ALLOWED_NAMES = sorted(
 )
 _TORCH_ALLOWED = re.compile(
     r"(?<![\w])_?(?:" + "|".join(map(re.escape, _ALLOWED_NAMES)) + r")(?:_\w*)?(?![\w])"
+    r"|(?<![\w])check[A-Z_]\w*"  # argument checks (checkInBoundsForStorage, check_size_...)
 )
 
 
