@@ -21,8 +21,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from cuda_gym.judge.config import JudgeConfig
-from cuda_gym.judge.cpu_time import PERIOD_NS
+from cuda_gym.judge.config import CPU_SAMPLE_PERIOD_NS, JudgeConfig
 from cuda_gym.judge.device import DeviceInfo
 
 logger = logging.getLogger(__name__)
@@ -51,7 +50,9 @@ def baseline_key(task_hash: str, info: DeviceInfo, config: JudgeConfig) -> str:
         "driver-done-finish-fresh-inputs-polled-empty-call-steps-fastest-finish-min",
     ]
     if info.device == "cpu":
-        parts.append(f"perf-sampled-{PERIOD_NS}")  # cuda_gym.judge.cpu_time: sampling costs time
+        parts.append(
+            f"perf-sampled-{CPU_SAMPLE_PERIOD_NS}"
+        )  # cuda_gym.judge.cpu_time: sampling costs time
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
 

@@ -21,6 +21,9 @@ sample's instruction pointer is put in one of these places:
 - foreign: any other code: another library (NumPy, OpenBLAS, a system BLAS), a file the runner
   wrote (whatever its name), anonymous executable memory, an address no mapping held when seen.
 
+Samples between forward's calls (from the first call on) are counted apart: work there
+(a thread the solution left computing) is `async_work`.
+
 `assess` turns the counts into a `foreign_kernels` violation when torch_compute and foreign
 together are a real amount of time (`MIN_SAMPLES` samples) and either a real share of all of
 forward's (`MAX_SHARE`) or found in calls where they are a quarter of the call's (`CALL_SHARE`:
@@ -45,19 +48,19 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cuda_gym.judge.config import CPU_SAMPLE_PERIOD_NS as PERIOD_NS
 from cuda_gym.judge.fallback import ALLOWED_OPS
+from cuda_gym.judge.inline_build import is_extension_module
 from cuda_gym.judge.native_checks import _SYSTEM_ROOTS
 from cuda_gym.judge.verdict import ViolationKind, format_violation
 from cuda_gym.runtime.perf_sampling import Mapping, PerfSampler, Samples
 
-# One sample per 2 ms of a thread's CPU time. Each sample costs the sampled thread time (on a
-# VM, the timer's exit: 1.5-5 % at this period on CI's 2-core VM, memory-bound work paying
-# most; benchmarks/cpu_sampling_overhead.py), so the driver samples the baselines' runners as
-# well: both sides of a speedup pay alike, up to the difference in their kind of work.
-PERIOD_NS = 2_000_000
 MIN_SAMPLES = 5  # 10 ms of CPU time in someone else's compute ...
 MAX_SHARE = 0.05  # ... and a twentieth of the sampled time of forward's calls, or
 CALL_SHARE = 0.25  # ... in calls where it is at least a quarter of the call's sampled time
+# Work between forward's calls (a thread left computing slows every other judgement on the
+# machine): 100 ms of CPU time sampled outside the calls, OpenMP's waits aside.
+BETWEEN_SAMPLES = 50
 
 PLACES = ("own", "runtime", "torch_compute", "foreign")  # "idle" (OpenMP's waits) apart
 
@@ -65,6 +68,11 @@ PLACES = ("own", "runtime", "torch_compute", "foreign")  # "idle" (OpenMP's wait
 _RUNTIME_LIBRARY = re.compile(
     r"^(?:libc|libm|libmvec|libstdc\+\+|libgcc_s|ld-linux[\w.-]*|ld64|libgomp[\w-]*|libiomp5"
     r"|libpthread|libdl|librt|libutil|libatomic)(?:[.-][\w.-]*)?\.so(?:\.[\d.]+)?$"
+)
+# torch's own libraries besides libtorch_cpu that do no compute of their own (not its test
+# libraries, shipped beside them).
+_TORCH_RUNTIME_LIBRARY = re.compile(
+    r"^lib(?:c10(?:_cuda)?|torch(?:_python|_global_deps|_cuda)?|shm)\.so(?:\.[\d.]+)?$"
 )
 # ... of which OpenMP's runtimes: their threads' time is mostly waiting at barriers, whoever's
 # work they wait for ("idle", outside the shares).
@@ -79,8 +87,8 @@ _TORCH_COMPUTE = re.compile(
 )
 # ... but not the code of the operators the fallback ban allows (views, copies, fill,
 # allocation: an identifier that is such an operator's name, alone or with a suffix, such as
-# copy_kernel or empty_cpu), nor the parallel-for machinery around any kernel, nor ATen's
-# kernel lookup.
+# copy_kernel or empty_cpu), nor ATen's kernel lookup. The parallel-for wrappers around a kernel
+# (at::internal::invoke_parallel<...>'s OpenMP bodies) are judged by the kernel they name.
 _ALLOWED_NAMES = sorted(
     {name for op in ALLOWED_OPS if len(name := op.removeprefix("aten::").strip("_")) > 2}
     | {
@@ -88,10 +96,6 @@ _ALLOWED_NAMES = sorted(
         "copy_same_type",
         "range",
         "linspace",
-        "invoke_parallel",
-        "parallel_for",
-        "parallel_run",
-        "serial_for_each",
         "DispatchStub",
         "DispatchStubImpl",
     },
@@ -208,6 +212,7 @@ class Attribution:
     # Bad samples in calls where they are at least CALL_SHARE of the call's: time banked in
     # other calls (own work in a few long ones, say) does not dilute these.
     dominated: int = 0
+    between: Counter = field(default_factory=Counter)  # samples between calls, by place
 
     @property
     def total(self) -> int:
@@ -225,12 +230,14 @@ class Attribution:
         self.where.update(other.where)
         self.lost += other.lost
         self.dominated += other.dominated
+        self.between.update(other.between)
 
     def summary(self) -> dict:
         """Counts by place, lost samples and the top bad names (the verdict's flag)."""
         report = {p: self.counts[p] for p in (*PLACES, "idle")}
         report["lost"] = self.lost
         report["in_dominated_calls"] = self.dominated
+        report["between_calls"] = {p: self.between[p] for p in (*PLACES, "idle") if self.between[p]}
         report["top_outside"] = [
             f"{place}: {demangle(name)[:120]} ({n})"
             for (place, name), n in self.where.most_common(5)
@@ -239,12 +246,17 @@ class Attribution:
 
 
 def file_hashes(roots: list[str]) -> frozenset[str]:
-    """SHA-256 of every shared object under `roots` (the judge's own builds)."""
+    """SHA-256 of the extension modules under `roots` (the judge's own builds).
+
+    Only modules laid out as torch's extension builds lay them out (`NAME/NAME.so`, or a
+    rebuild's `NAME/NAME_vN.so`) and the plain build's `kernels_ext`: another library that a
+    build left beside them (a copy of libtorch_cpu, say) is not the solution's code.
+    """
     found = set()
     for root in roots:
         if root and Path(root).is_dir():
             for path in Path(root).rglob("*.so"):
-                if path.is_file() and not path.is_symlink():
+                if path.is_file() and not path.is_symlink() and is_extension_module(path):
                     found.add(hashlib.sha256(path.read_bytes()).hexdigest())
     return frozenset(found)
 
@@ -296,23 +308,25 @@ class Attributor:
             return "runtime"
         if not path.startswith("/"):
             return "foreign"  # anonymous executable memory
-        if self._is_own(pid, m):
-            return "own"
-        if path.startswith(self.writable):
-            return "foreign"  # written by the runner, not built by the judge
         name = Path(path).name
-        trusted = path.startswith(_SYSTEM_ROOTS + self.python_roots)
+        # The system's and this Python's read-only trees first (they may lie under /tmp, as a
+        # fresh clone's venv does): what is there is PyTorch, the runtime or foreign, never
+        # the solution's, whatever its content.
         if self.torch_lib and path.startswith(self.torch_lib):
             if name.startswith("libtorch_cpu"):
                 return "torch"
-            return "idle" if _OPENMP_LIBRARY.match(name) else "runtime"
-        if trusted and _RUNTIME_LIBRARY.match(name):
-            return "idle" if _OPENMP_LIBRARY.match(name) else "runtime"
-        if trusted and name.startswith("libpython"):
-            return "runtime"
-        if path == self.python_exe or (trusted and "/lib-dynload/" in path):
-            return "runtime"  # the interpreter and the standard library's extension modules
-        return "foreign"
+            if _OPENMP_LIBRARY.match(name):
+                return "idle"
+            return "runtime" if _TORCH_RUNTIME_LIBRARY.match(name) else "foreign"
+        if path.startswith(_SYSTEM_ROOTS + self.python_roots):
+            if _RUNTIME_LIBRARY.match(name):
+                return "idle" if _OPENMP_LIBRARY.match(name) else "runtime"
+            if name.startswith("libpython") or path == self.python_exe or "/lib-dynload/" in path:
+                return "runtime"  # the interpreter and the standard library's extension modules
+            return "foreign"
+        if self._is_own(pid, m):
+            return "own"
+        return "foreign"  # a file the runner wrote or brought, not one the judge built
 
     def _is_own(self, pid: int, m: Mapping) -> bool:
         if self.own_dirs and m.path.startswith(self.own_dirs):
@@ -325,8 +339,14 @@ class Attributor:
             return False
         return hashlib.sha256(data).hexdigest() in self.own_hashes
 
-    def attribute(self, samples: Samples, windows: list[tuple[int, int]]) -> Attribution:
-        """The samples that fall in `windows` ([start, end) CLOCK_MONOTONIC ns), by place."""
+    def attribute(
+        self, samples: Samples, windows: list[tuple[int, int]], since: int | None = None
+    ) -> Attribution:
+        """The samples that fall in `windows` ([start, end) CLOCK_MONOTONIC ns), by place.
+
+        With `since`, the samples from then on outside the windows (between forward's calls)
+        are counted apart, by place (`Attribution.between`).
+        """
         out = Attribution(lost=samples.lost)
         if not windows:
             return out
@@ -338,7 +358,9 @@ class Attributor:
         for ip, pid, _, at in samples.rows:
             k = bisect.bisect_right(starts, at) - 1
             if k < 0 or at >= windows[k][1]:
-                continue
+                if since is None or at < since:
+                    continue
+                k = -1  # between calls
             found = [
                 (self.place_of_mapping(pid, m), m)
                 for m in maps.get(pid, [])
@@ -356,6 +378,9 @@ class Attributor:
         calls = [[0, 0] for _ in windows]  # [bad, total] of each window
         for ip, found, k in inside:
             place, name = self._worst(ip, found, names)
+            if k < 0:
+                out.between[place] += 1
+                continue
             out.counts[place] += 1
             if place in ("torch_compute", "foreign"):
                 out.where[(place, name)] += 1
@@ -395,7 +420,7 @@ class CpuWatch:
 
     `window()` brackets a call of forward (`timed`: the sampler's thread then leaves the driver
     alone until it returns); `check()` attributes what was sampled in the windows so far and
-    returns the `foreign_kernels` violation, if any. Raises PerfUnavailable from the start.
+    returns the violations they show. Raises PerfUnavailable from the start.
     """
 
     def __init__(self, pid: int, attributor: Attributor | None, period_ns: int = PERIOD_NS) -> None:
@@ -403,6 +428,7 @@ class CpuWatch:
         self.attributor = attributor
         self.total = Attribution()
         self._windows: list[tuple[int, int]] = []
+        self._since: int | None = None  # the first call's start
 
     @contextlib.contextmanager
     def window(self, timed: bool = False):
@@ -410,6 +436,8 @@ class CpuWatch:
         if timed:
             self.sampler.quiet(True)
         start = time.monotonic_ns()
+        if self._since is None:
+            self._since = start
         try:
             yield
         finally:
@@ -417,12 +445,12 @@ class CpuWatch:
             if timed:
                 self.sampler.quiet(False)
 
-    def check(self) -> str | None:
-        """Attribute the samples of the windows so far; the violation they show, or None."""
+    def check(self) -> list[str]:
+        """Attribute the samples so far; the violations they show (`assess`)."""
         samples = self.sampler.collect()
         if self.attributor is None:  # sampled for fairness only (a baseline)
-            return None
-        self.total.add(self.attributor.attribute(samples, self._windows))
+            return []
+        self.total.add(self.attributor.attribute(samples, self._windows, self._since))
         self._windows = []
         return assess(self.total)
 
@@ -434,32 +462,81 @@ class CpuWatch:
 @functools.lru_cache(maxsize=4096)
 def is_torch_compute(symbol: str) -> bool:
     """Whether a libtorch_cpu symbol (mangled or not) is one of PyTorch's compute kernels."""
-    name = demangle(symbol)
+    # (without the compiler's "[clone .isra.0]"-style suffixes: "clone" is an allowed op)
+    name = re.sub(r"\s*\[clone [^\]]*\]", "", demangle(_GCC_SUFFIX.sub("", symbol)))
+    if name.startswith("_Z"):  # c++filt could not demangle it: read the mangled name
+        return bool(_MANGLED_COMPUTE.search(name)) and not _mangled_allowed(name)
     return bool(_TORCH_COMPUTE.search(name)) and not _TORCH_ALLOWED.search(name)
 
 
-def assess(attribution: Attribution) -> str | None:
-    """The `foreign_kernels` violation for an attribution, or None."""
+# The compute namespaces of _TORCH_COMPUTE as a mangled name spells them (length-prefixed).
+# (`at` itself may be a substitution, `S_` or `S0_`, after its first use in the name)
+_MANGLED_COMPUTE = re.compile(
+    r"(?:2at|S[0-9A-Z]*_)(?:6native|3cpu|3vec|28compositeexplicitautograd"
+    r"|27compositeimplicitautograd)|4dnnl|5ideep|6fbgemm|7xnnpack|12pytorch_qnnp"
+)
+_MANGLED_NAME = re.compile(
+    r"(\d+)(_?(?:" + "|".join(map(re.escape, _ALLOWED_NAMES)) + r")(?:_[A-Za-z0-9_]*)?)"
+)
+
+
+def _mangled_allowed(name: str) -> bool:
+    """Whether a mangled name holds an identifier that _TORCH_ALLOWED allows."""
+    for match in _MANGLED_NAME.finditer(name):
+        length, text = int(match.group(1)), match.group(2)
+        if len(text) >= length and _TORCH_ALLOWED.fullmatch(text[:length]):
+            return True
+    return False
+
+
+def assess(attribution: Attribution) -> list[str]:
+    """The violations an attribution shows: `foreign_kernels`, `async_work` (or none)."""
+    found = []
     total, bad = attribution.total, attribution.bad
-    overall = bad >= MIN_SAMPLES and bad >= MAX_SHARE * total
-    if not overall and attribution.dominated < MIN_SAMPLES:
-        return None
-    top = ", ".join(
-        f"{place}: {demangle(name)[:120]} {100 * n / total:.0f}%"
-        for (place, name), n in attribution.where.most_common(3)
-    )
-    return format_violation(
-        ViolationKind.FOREIGN_KERNELS,
-        f"{100 * bad / total:.0f}% of forward's sampled CPU time ({bad} samples, "
-        f"{attribution.dominated} in calls where they are a quarter or more of the call's) ran "
-        f"in compute that is not the solution's ({top}); its own code must do the work",
-    )
+    if total and (
+        (bad >= MIN_SAMPLES and bad >= MAX_SHARE * total) or attribution.dominated >= MIN_SAMPLES
+    ):
+        top = ", ".join(
+            f"{place}: {demangle(name)[:120]} {100 * n / total:.0f}%"
+            for (place, name), n in attribution.where.most_common(3)
+        )
+        found.append(
+            format_violation(
+                ViolationKind.FOREIGN_KERNELS,
+                f"{100 * bad / total:.0f}% of forward's sampled CPU time ({bad} samples, "
+                f"{attribution.dominated} in calls where they are a quarter or more of the "
+                f"call's) ran in compute that is not the solution's ({top}); its own code must "
+                "do the work",
+            )
+        )
+    working = sum(n for place, n in attribution.between.items() if place != "idle")
+    if working >= BETWEEN_SAMPLES:
+        places = ", ".join(
+            f"{place} {n}" for place, n in attribution.between.most_common() if place != "idle"
+        )
+        found.append(
+            format_violation(
+                ViolationKind.ASYNC_WORK,
+                f"the solution's process kept computing between forward's calls (~"
+                f"{working * PERIOD_NS / 1e6:.0f} ms of CPU time sampled outside them: "
+                f"{places}): no work may run outside a call (it slows other judgements)",
+            )
+        )
+    return found
 
 
 @functools.lru_cache(maxsize=4096)
 def demangle(name: str) -> str:
-    """A C++ symbol demangled (c++filt); the name itself if it is not mangled."""
+    """A C++ symbol demangled (c++filt); the name itself if it is not mangled.
+
+    GCC's suffixes on local copies (`._omp_fn.0`, `.isra.0`, `.constprop.0`, `.cold`, ...) go
+    first: c++filt leaves a name with some of them mangled.
+    """
     if not name.startswith("_Z") or shutil.which("c++filt") is None:
         return name
-    proc = subprocess.run(["c++filt", name], capture_output=True, text=True, timeout=10)
+    base = _GCC_SUFFIX.sub("", name)
+    proc = subprocess.run(["c++filt", base], capture_output=True, text=True, timeout=10)
     return proc.stdout.strip() or name
+
+
+_GCC_SUFFIX = re.compile(r"(?:\.(?:_omp_fn|isra|constprop|part|cold|lto_priv|localalias)[.\d]*)+$")

@@ -173,7 +173,7 @@ class Served:
         if self.device == "cuda":
             torch.cuda.synchronize()
         start = perf_counter()
-        with self._window(kind == "call"):
+        with self._window(kind in ("call", "profile")):
             reply = self.link.call(message, fds, self._limit(first=kind == "profile"))
         if kind == "call":
             self.call_s.append(perf_counter() - start)
@@ -489,15 +489,14 @@ class Driver:
                 self.unsampled.append(role)
 
     def _check_cpu(self, served: Served) -> None:
-        """Add the CPU watch's finding (if any) to the violations; keep its counts."""
+        """Add the CPU watch's findings (if any) to the violations; keep its counts."""
         if served.watch is None:
             return
-        violation = served.watch.check()
+        violations = served.watch.check()
         self.result.cpu_time = served.watch.total.summary()
         if self.unsampled:
             self.result.cpu_time["unsampled_baselines"] = list(self.unsampled)
-        if violation is not None and violation not in served.violations:
-            served.violations.append(violation)
+        served.violations += [v for v in violations if v not in served.violations]
 
     def _call_limit_s(self) -> float:
         """What one call of the candidate may take: a multiple of the reference's time."""

@@ -318,10 +318,24 @@ def _read_report(path: Path, max_bytes: int = 1 << 20) -> dict:
     }
 
 
+def is_extension_module(path: Path) -> bool:
+    """Whether `path` is named as a built extension module.
+
+    torch's extension builds lay them out as `NAME/NAME.so` (a rebuild in one process:
+    `NAME/NAME_vN.so`); the judge's plain build of kernels/ makes `kernels_ext`.
+    """
+    stem = path.name.split(".", 1)[0]
+    if stem == "kernels_ext":
+        return True
+    return re.fullmatch(re.escape(path.parent.name) + r"(?:_v\d+)?", stem) is not None
+
+
 def _collect(built: Path, dest: Path) -> bool:
-    """Copy the libraries under `built` to `dest`, keeping their layout; whether any were.
+    """Copy the extension modules under `built` to `dest`, keeping their layout; whether any were.
 
     Regular files only (no links followed): the sandboxed process that wrote `built` is gone.
+    Nothing else the build left there comes back (another library copied beside a module
+    would otherwise pass for the solution's code: cuda_gym.judge.cpu_time).
     """
     found = False
     if not built.is_dir() or built.is_symlink():  # os.walk follows a link at the top
@@ -330,6 +344,8 @@ def _collect(built: Path, dest: Path) -> bool:
         for name in names:
             path = Path(root, name)
             if path.suffix not in LIBRARY_SUFFIXES or not stat.S_ISREG(path.lstat().st_mode):
+                continue
+            if not is_extension_module(path):
                 continue
             target = dest / path.relative_to(built)
             target.parent.mkdir(parents=True, exist_ok=True)
