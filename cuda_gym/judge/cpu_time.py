@@ -245,19 +245,22 @@ class Attribution:
         return report
 
 
-def file_hashes(roots: list[str]) -> frozenset[str]:
-    """SHA-256 of the extension modules under `roots` (the judge's own builds).
+def file_hashes(extensions_dir: str | None, module_dir: str | None) -> frozenset[str]:
+    """SHA-256 of the solution's shared objects the judge built.
 
-    Only modules laid out as torch's extension builds lay them out (`NAME/NAME.so`, or a
-    rebuild's `NAME/NAME_vN.so`) and the plain build's `kernels_ext`: another library that a
-    build left beside them (a copy of libtorch_cpu, say) is not the solution's code.
+    Under `extensions_dir` (built by the build stage, where the solution's code runs when its
+    model_new.py imports) only modules laid out as torch's extension builds lay them out
+    (`inline_build.is_extension_module`): another library a build left beside them (a copy of
+    libtorch_cpu, say) is not the solution's code. Under `module_dir` (kernels/, compiled by
+    the judge's plain or torch build, which runs none of it) every shared object.
     """
     found = set()
-    for root in roots:
+    for root, every in ((extensions_dir, False), (module_dir, True)):
         if root and Path(root).is_dir():
             for path in Path(root).rglob("*.so"):
-                if path.is_file() and not path.is_symlink() and is_extension_module(path):
-                    found.add(hashlib.sha256(path.read_bytes()).hexdigest())
+                if path.is_file() and not path.is_symlink():
+                    if every or is_extension_module(path):
+                        found.add(hashlib.sha256(path.read_bytes()).hexdigest())
     return frozenset(found)
 
 

@@ -475,7 +475,7 @@ class Driver:
         if check:
             work = str(served.link.work_dir)
             attributor = cpu_time.Attributor(
-                own_hashes=cpu_time.file_hashes([req.extensions_dir, req.module_dir]),
+                own_hashes=cpu_time.file_hashes(req.extensions_dir, req.module_dir),
                 writable=(work, "/tmp", "/dev/shm"),
                 own_dirs=(f"{work}/torch_extensions",) if req.compile_extensions else (),
                 vendor=req.allow_vendor_libraries,

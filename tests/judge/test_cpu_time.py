@@ -268,7 +268,11 @@ def test_only_modules_named_as_built_extensions_are_the_solutions(tmp_path):
         "my_ext_v2.so",
     ]
     assert is_extension_module(tmp_path / "build" / "kernels_ext.so")
-    assert len(file_hashes([str(tmp_path / "extensions")])) == 2
+    assert len(file_hashes(str(tmp_path / "extensions"), None)) == 2
+    # kernels/ built by the judge (none of it ran): every shared object there
+    (tmp_path / "module").mkdir()
+    (tmp_path / "module" / "libkernels.so").write_bytes(b"\x7fELF plain build")
+    assert len(file_hashes(str(tmp_path / "extensions"), str(tmp_path / "module"))) == 3
 
 
 def test_torch_test_libraries_and_trees_under_tmp(tmp_path):
