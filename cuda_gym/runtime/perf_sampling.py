@@ -111,6 +111,22 @@ def _threads(pid: int) -> list[int]:
 
 
 def _descendants(pid: int) -> list[int]:
+    """`pid` and its descendants (from /proc/PID/task/TID/children; a scan of /proc without)."""
+    found, stack = [], [pid]
+    try:
+        while stack:
+            p = stack.pop()
+            found.append(p)
+            for tid in _threads(p):
+                stack += [
+                    int(c) for c in Path(f"/proc/{p}/task/{tid}/children").read_text().split()
+                ]
+        return found
+    except FileNotFoundError:
+        if Path(f"/proc/{pid}/task/{pid}/children").exists():
+            return found  # a process ended while we looked
+    except (OSError, ValueError):
+        pass
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -140,7 +156,7 @@ class PerfSampler:
         pid: int,
         period_ns: int = 1_000_000,
         buffer_bytes: int = 16 << 20,
-        drain_s: float = 0.05,
+        drain_s: float = 0.2,
         keep: bool = True,
     ) -> None:
         number = _SYSCALL.get(platform.machine())
