@@ -8,7 +8,12 @@ import time
 
 import pytest
 
-from cuda_gym.runtime.perf_sampling import PerfSampler, PerfUnavailable, executable_maps
+from cuda_gym.runtime.perf_sampling import (
+    PerfSampler,
+    PerfUnavailable,
+    _descendants,
+    executable_maps,
+)
 
 # Spins one thread now and, after a pause, a second thread started after the sampler attached.
 CHILD = """
@@ -91,3 +96,15 @@ def test_executable_maps_of_this_process_include_the_interpreter():
     maps = executable_maps(os.getpid())
     assert any("python" in m.path or "libpython" in m.path for m in maps)
     assert all(m.start < m.end for m in maps)
+
+
+def test_descendants_include_grandchildren():
+    code = "import subprocess as s; p = s.Popen(['sleep', '30']); print(p.pid, flush=1); p.wait()"
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        grandchild = int(child.stdout.readline())
+        assert _descendants(child.pid) == [child.pid, grandchild]
+    finally:
+        subprocess.run(["kill", str(grandchild)], check=False)
+        child.kill()
+        child.wait()
