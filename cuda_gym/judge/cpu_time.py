@@ -92,6 +92,9 @@ _TORCH_COMPUTE = re.compile(
 _ALLOWED_NAMES = sorted(
     {name for op in ALLOWED_OPS if len(name := op.removeprefix("aten::").strip("_")) > 2}
     | {
+        "t",  # the transpose view (at::native::t), too short for the rule above
+        "to",
+        "item",
         "direct_copy",
         "copy_same_type",
         "range",
@@ -105,6 +108,8 @@ _ALLOWED_NAMES = sorted(
 _TORCH_ALLOWED = re.compile(
     r"(?<![\w])_?(?:" + "|".join(map(re.escape, _ALLOWED_NAMES)) + r")(?:_\w*)?(?![\w])"
     r"|(?<![\w])check[A-Z_]\w*"  # argument checks (checkInBoundsForStorage, check_size_...)
+    r"|(?<![\w])infer\w*Geometry\w*"  # views' shapes (inferSqueezeGeometry, ...)
+    r"|^mkl_serv_"  # MKL's service functions (thread counts, allocation), no compute
 )
 
 

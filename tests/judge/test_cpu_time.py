@@ -77,6 +77,11 @@ def test_torch_compute_kernels(name):
         "at::native::transpose_(at::Tensor&, long, long)",
         "at::native::arange_out(c10::Scalar const&, c10::Scalar const&, at::Tensor&)",
         "torch::jit::tracer::getTracingState()",  # the dispatcher asks it on every call
+        "at::native::t(at::Tensor const&)",
+        "at::native::to(at::Tensor const&, std::optional<c10::ScalarType>, bool, bool)",
+        "at::native::item(at::Tensor const&)",
+        "at::native::inferSqueezeGeometry(at::Tensor const&)",
+        "mkl_serv_get_max_threads",
         "at::internal::OpaqueOptionalTensorRef::getTensor() const",
         "void at::native::checkInBoundsForStorage<long>(c10::ArrayRef<long>, c10::ArrayRef<long>)",
     ],
