@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 from cuda_gym.judge.verdict import ViolationKind, format_violation
+from cuda_gym.runtime.perf_sampling import process_tree
 
 # Demangled undefined symbols that compute below the dispatcher or switch its modes off.
 _BELOW_DISPATCHER = re.compile(
@@ -307,7 +308,7 @@ def candidate_objects(pid: int, trusted_roots: tuple[str, ...] = ()) -> list[Pat
         + _SYSTEM_ROOTS
     )
     found: dict[str, Path] = {}
-    for proc_pid in _tree(pid):
+    for proc_pid in process_tree(pid):
         try:
             maps = Path(f"/proc/{proc_pid}/maps").read_text()
         except OSError:
@@ -324,23 +325,3 @@ def candidate_objects(pid: int, trusted_roots: tuple[str, ...] = ()) -> list[Pat
             seen = Path(f"/proc/{proc_pid}/root{path}")
             found.setdefault(path, seen if os.path.exists(seen) else Path(path))
     return list(found.values())
-
-
-def _tree(pid: int) -> list[int]:
-    """`pid` and every descendant (read from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    tree, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        tree.append(p)
-        todo.extend(children.get(p, []))
-    return tree

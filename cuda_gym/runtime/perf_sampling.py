@@ -110,7 +110,7 @@ def _threads(pid: int) -> list[int]:
         return []
 
 
-def _descendants(pid: int) -> list[int]:
+def process_tree(pid: int) -> list[int]:
     """`pid` and its descendants (from /proc/PID/task/TID/children; a scan of /proc without)."""
     found, stack = [], [pid]
     try:
@@ -172,7 +172,7 @@ class PerfSampler:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._quiet = threading.Event()
-        self._pids = _descendants(pid)
+        self._pids = process_tree(pid)
         targets = [(tid, cpu) for p in self._pids for tid in _threads(p) for cpu in _online_cpus()]
         # Ring sizes: a power of two of pages each, within `buffer_bytes` in all.
         pages = 4
@@ -231,7 +231,7 @@ class PerfSampler:
         with self._lock:
             for ring in self._rings:
                 self._read_ring(ring)
-            self._pids = _descendants(self.pid) or self._pids
+            self._pids = process_tree(self.pid) or self._pids
             self._look_at_maps()
 
     def _read_ring(self, ring: mmap.mmap) -> None:

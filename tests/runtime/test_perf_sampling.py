@@ -11,8 +11,8 @@ import pytest
 from cuda_gym.runtime.perf_sampling import (
     PerfSampler,
     PerfUnavailable,
-    _descendants,
     executable_maps,
+    process_tree,
 )
 
 # Spins one thread now and, after a pause, a second thread started after the sampler attached.
@@ -98,12 +98,12 @@ def test_executable_maps_of_this_process_include_the_interpreter():
     assert all(m.start < m.end for m in maps)
 
 
-def test_descendants_include_grandchildren():
+def testprocess_tree_include_grandchildren():
     code = "import subprocess as s; p = s.Popen(['sleep', '30']); print(p.pid, flush=1); p.wait()"
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         grandchild = int(child.stdout.readline())
-        assert _descendants(child.pid) == [child.pid, grandchild]
+        assert process_tree(child.pid) == [child.pid, grandchild]
     finally:
         subprocess.run(["kill", str(grandchild)], check=False)
         child.kill()
