@@ -29,6 +29,7 @@ import os
 import re
 import socket
 import sys
+import tempfile
 import time
 import traceback
 import types
@@ -133,6 +134,20 @@ def _import_file(name: str, path: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _enter_solution_folder(solution_dir: str) -> None:
+    """Make the working directory a writable view of the solution's folder.
+
+    Solutions name their files relative to their folder (`load(sources=["csrc/op.cpp"])`,
+    `open("kernels/op.cu")`), as they were run from there; others write files where they run.
+    The solution's folder is read-only here and the runner starts in its scratch directory, so
+    it works in a new folder of the scratch that links every top-level entry of the solution's.
+    """
+    work = tempfile.mkdtemp(prefix="solution_", dir=os.getcwd())
+    for entry in os.listdir(solution_dir):
+        os.symlink(os.path.join(solution_dir, entry), os.path.join(work, entry))
+    os.chdir(work)
 
 
 def _pin_numerics(torch) -> None:
@@ -533,6 +548,7 @@ class Runner:
             self.ban = _Ban(torch, set(init["allowed_ops"]), self.device)
             self.own_calls = _OwnCalls(torch)
         try:
+            _enter_solution_folder(init["solution_dir"])
             solution = _import_file("model_new", os.path.join(init["solution_dir"], "model_new.py"))
             model_cls = getattr(solution, "ModelNew", None)
             if model_cls is None:
@@ -1038,6 +1054,7 @@ def prebuild(solution_dir: str, result_path: str) -> None:
         from torch.utils import cpp_extension
 
         _lighter_cuda_builds(cpp_extension)
+        _enter_solution_folder(solution_dir)
         _import_file("model_new", os.path.join(solution_dir, "model_new.py"))
     except BaseException as exc:
         text = _short_traceback(exc)

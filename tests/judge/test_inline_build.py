@@ -268,3 +268,46 @@ def test_builds_inside_functions_leave_the_runner_free_to_compile():
         "def get():\n    return build(name='a')\n"
     )
     assert not builds_lazily("import torch\ndef get(p):\n    return torch.load(p)\n")
+
+
+def test_the_runner_works_in_a_writable_view_of_the_solutions_folder(tmp_path, monkeypatch):
+    from cuda_gym.judge.runner import _enter_solution_folder
+
+    solution = tmp_path / "solution"
+    (solution / "csrc").mkdir(parents=True)
+    (solution / "csrc" / "op.cpp").write_text("int f();\n")
+    (solution / "model_new.py").write_text("")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.chdir(scratch)
+    _enter_solution_folder(str(solution))
+    assert Path.cwd().parent == scratch
+    assert Path("csrc/op.cpp").read_text() == "int f();\n"  # relative names as in its folder
+    Path("written.txt").write_text("x")  # and files of its own beside them
+    assert not (solution / "written.txt").exists()
+
+
+@pytest.mark.slow
+def test_a_cpp_extension_load_of_sources_named_relative_to_the_solution_is_accepted(tmp_path):
+    # A stranger's report: `load(sources=["csrc/x.cpp"])` failed with FileNotFoundError
+    # because the build stage and the runner started in their scratch directories.
+    from cuda_gym.tasks import load_task
+
+    _solution(tmp_path, "unused")
+    source = (tmp_path / "model_new.py").read_text()
+    cpp = source.split('r"""', 1)[1].split('"""', 1)[0]
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "gated.cpp").write_text(
+        cpp + "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n"
+        '  m.def("gated_multiply", &gated_multiply);\n}\n'
+    )
+    name = f"gated_relative_{os.urandom(4).hex()}"
+    start = source.index("gated_ext = load_inline(")
+    end = source.index("\n)\n", start) + 3
+    load = f"gated_ext = load(name={name!r}, sources=['csrc/gated.cpp'])\n"
+    source = source[:start] + load + source[end:]
+    source = source.replace("import load_inline", "import load")
+    (tmp_path / "model_new.py").write_text(source)
+    task = load_task(TASK)
+    verdict = Judge(TEST_JUDGE).evaluate(task, tmp_path, timing=False)
+    assert verdict.verdict == "accept", verdict.error
