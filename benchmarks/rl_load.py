@@ -137,17 +137,80 @@ class GpuSampler:
         }
 
 
+def program_of(pid: int, comm: str, cmdline: str) -> str:
+    """What a process is, for the CPU split: a compiler's name, or a Python process's role."""
+    if not comm.startswith("python") and "python" not in cmdline.split(" ", 1)[0]:
+        return comm
+    if pid == os.getpid():
+        return "python: this process (service, judge threads)"
+    if "runner.py prebuild" in cmdline:
+        return "python: build stage (imports model_new.py)"
+    if "runner.py" in cmdline:
+        return "python: runner (candidate or reference code)"
+    if "cuda_gym.runtime.zygote" in cmdline or "cuda_gym.judge" in cmdline:
+        return "python: judge workers (drivers, probe, baselines)"
+    if "_inductor" in cmdline or "compile_worker" in cmdline:
+        return "python: torch.compile workers"
+    return "python: other"
+
+
+class ProgramCpu:
+    """Host CPU seconds by program (compilers by name, Python processes by role), from /proc.
+
+    Each `tick()` reads every process's utime+stime; a process's growth since it was last seen
+    is its program's. What a process spends after the last tick before it exits is not seen
+    (at most one tick's worth each), so the totals are a floor.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[int, str], tuple[str, int]] = {}  # (pid, start) -> (program, ticks)
+        self.seconds: dict[str, float] = {}
+        self._hz = os.sysconf("SC_CLK_TCK")
+
+    def tick(self) -> None:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+                fields = stat[stat.rindex(")") + 2 :].split()
+                used, start = int(fields[11]) + int(fields[12]), fields[19]
+                key = (int(entry.name), start)
+                if key in self._seen:
+                    program, before = self._seen[key]
+                else:
+                    cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                    program, before = program_of(key[0], comm, cmdline), 0
+            except (OSError, ValueError, IndexError):
+                continue
+            if used > before:
+                self.seconds[program] = self.seconds.get(program, 0.0) + (used - before) / self._hz
+            self._seen[key] = (program, used)
+
+    def report(self, top: int = 14) -> dict:
+        """{program: CPU seconds} for the `top` programs, largest first, and the rest summed."""
+        ordered = sorted(self.seconds.items(), key=lambda kv: -kv[1])
+        report = {name: round(sec, 1) for name, sec in ordered[:top]}
+        if len(ordered) > top:
+            report["(others)"] = round(sum(sec for _, sec in ordered[top:]), 1)
+        return report
+
+
 class CpuSampler:
-    """The host's CPU busy fraction while judging, from /proc/stat (Linux).
+    """The host's CPU busy fraction while judging, from /proc/stat (Linux), and its split.
 
     `report()`: the mean over the level, the p50/p95 of 1 s intervals and the share of
-    intervals at least 90 % busy (the host, not the device, bounding the rate).
+    intervals at least 90 % busy (the host, not the device, bounding the rate), and the CPU
+    seconds by program (`ProgramCpu`, read every 0.5 s).
     """
 
     PERIOD_S = 1.0
+    PROGRAM_PERIOD_S = 0.5
 
     def __init__(self) -> None:
         self._intervals: list[float] = []
+        self._programs = ProgramCpu()
         self._first = self._last = self._read()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -181,7 +244,14 @@ class CpuSampler:
         self._end = self._read()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.PERIOD_S):
+        self._programs.tick()  # the processes already running: what they spend from now on
+        self._programs.seconds.clear()
+        ticks = 0
+        while not self._stop.wait(self.PROGRAM_PERIOD_S):
+            self._programs.tick()
+            ticks += 1
+            if ticks % round(self.PERIOD_S / self.PROGRAM_PERIOD_S):
+                continue
             now = self._read()
             busy = self._busy(self._last, now) if now and self._last else None
             if busy is not None:
@@ -200,6 +270,7 @@ class CpuSampler:
             "interval_p95": round(ordered[min(len(ordered) - 1, (95 * len(ordered)) // 100)], 3),
             "saturated_share": round(sum(x >= 0.9 for x in ordered) / len(ordered), 3),
             "cores": os.cpu_count(),
+            "by_program_s": self._programs.report(),
         }
 
 
@@ -501,6 +572,9 @@ def print_level(level: dict) -> None:
         " worker cpu s (total, p50): "
         + ", ".join(f"{k} {v['total']} ({v['p50']})" for k, v in roles.items())
     )
+    programs = cpu.get("by_program_s") or {}
+    if programs:
+        print("      host cpu s by program: " + ", ".join(f"{k} {v}" for k, v in programs.items()))
     left = level["leftovers"]
     if left["processes"] or left["shm"]:
         print(f"      LEFT BEHIND: {left['processes']} {left['shm']}")

@@ -3,11 +3,20 @@
 import json
 import os
 import subprocess
+import sys
 import time
 
 import pytest
 
-from benchmarks.rl_load import SHM, CpuSampler, leftovers, main, spread
+from benchmarks.rl_load import (
+    SHM,
+    CpuSampler,
+    ProgramCpu,
+    leftovers,
+    main,
+    program_of,
+    spread,
+)
 from benchmarks.rl_workload import (
     BASES,
     DEFAULT_MIX,
@@ -74,6 +83,22 @@ def test_cpu_sampler_sees_a_busy_core():
     assert report["cores"] == os.cpu_count()
     assert 0.9 / os.cpu_count() <= report["busy_fraction"] <= 1
     assert 0 <= report["saturated_share"] <= 1 and report["interval_p50"] <= 1
+    assert report["by_program_s"]["python: this process (service, judge threads)"] >= 0.5
+
+
+def test_the_cpu_split_names_programs_and_counts_a_child_that_exits():
+    busy = "import time\nt = time.monotonic() + 1.5\nwhile time.monotonic() < t: pass\n"
+    programs = ProgramCpu()
+    programs.tick()
+    programs.seconds.clear()
+    child = subprocess.Popen([sys.executable, "-c", busy])
+    while child.poll() is None:
+        programs.tick()
+        time.sleep(0.1)
+    assert 0.3 <= programs.seconds["python: other"] <= 1.6
+    assert program_of(1, "cc1plus", "/usr/lib/gcc/x86_64-linux-gnu/13/cc1plus -quiet") == "cc1plus"
+    runner = "/venv/bin/python3 -I /x/cuda_gym/judge/runner.py prebuild /s /r.json"
+    assert program_of(1, "python3", runner).startswith("python: build stage")
 
 
 def _proc_entry(pid: int) -> str:
