@@ -9,10 +9,12 @@ sample's instruction pointer is put in one of these places:
 
 - own: the solution's compiled extensions, known by content (the SHA-256 of the objects the
   judge built, read through /proc/PID/map_files: the very file mapped, whatever its name);
-- runtime: the C and C++ runtime, the Python interpreter and its standard modules, and
-  PyTorch's code other than its compute kernels (allocation, dispatch, tensor bookkeeping, the
-  allowed operators' views, copies and fills, Sleef's vector math that ATen's inline vector
-  code calls), from the system's and this Python's read-only directories only;
+- runtime: the C and C++ runtime and PyTorch's code other than its compute kernels
+  (allocation, dispatch, tensor bookkeeping, the allowed operators' views, copies and fills,
+  Sleef's vector math that ATen's inline vector code calls), from the system's and this
+  Python's read-only directories only;
+- interpreter: the Python interpreter and its standard library's extension modules (forward's
+  glue, or arithmetic done element by element in Python);
 - idle: OpenMP's runtimes (threads waiting at barriers, whoever's work they wait for), counted
   apart from the shares;
 - torch_compute: PyTorch's compute kernels (`at::native::`, `at::cpu::`, MKL, oneDNN, FBGEMM,
@@ -28,7 +30,10 @@ Samples between forward's calls (from the first call on) are counted apart: work
 together are a real amount of time (`MIN_SAMPLES` samples) and either a real share of all of
 forward's (`MAX_SHARE`) or found in calls where they are a quarter of the call's (`CALL_SHARE`:
 own work banked in some calls does not hide compute that is not the solution's in the others).
-An honest solution has none but the odd misattributed sample.
+An honest solution has none but the odd misattributed sample. The interpreter is the other
+way to compute without a kernel (an extension that only copies tensors to Python lists and
+back): `foreign_kernels` too when it has most of forward's sampled time (`PY_SHARE`) and more than
+glue's share of each call (`PY_MS_PER_CALL`).
 """
 
 from __future__ import annotations
@@ -62,7 +67,16 @@ CALL_SHARE = 0.25  # ... in calls where it is at least a quarter of the call's s
 # machine): 100 ms of CPU time sampled outside the calls, OpenMP's waits aside.
 BETWEEN_SAMPLES = 50
 
-PLACES = ("own", "runtime", "torch_compute", "foreign")  # "idle" (OpenMP's waits) apart
+# Python's interpreter computing: most of forward's sampled time, and more per call than the
+# runner's own Python around a call (1-2.3 ms measured per call on the 2-core VM, honest
+# corpora) plus forward's glue could take.
+PY_MIN_SAMPLES = 15
+PY_SHARE = 0.6
+PY_MS_PER_CALL = 5.0
+
+PLACES = ("own", "runtime", "interpreter", "torch_compute", "foreign")  # "idle" apart
+# Of two places seen at one address, the worse counts.
+_SEVERITY = {"foreign": 0, "torch_compute": 1, "interpreter": 2, "runtime": 3, "idle": 4, "own": 5}
 
 # Libraries of the C/C++ runtime, OpenMP and the dynamic loader (by file name).
 _RUNTIME_LIBRARY = re.compile(
@@ -218,6 +232,7 @@ class Attribution:
     # other calls (own work in a few long ones, say) does not dilute these.
     dominated: int = 0
     between: Counter = field(default_factory=Counter)  # samples between calls, by place
+    windows: int = 0  # forward's calls sampled
 
     @property
     def total(self) -> int:
@@ -236,12 +251,14 @@ class Attribution:
         self.lost += other.lost
         self.dominated += other.dominated
         self.between.update(other.between)
+        self.windows += other.windows
 
     def summary(self) -> dict:
         """Counts by place, lost samples and the top bad names (the verdict's flag)."""
         report = {p: self.counts[p] for p in (*PLACES, "idle")}
         report["lost"] = self.lost
         report["in_dominated_calls"] = self.dominated
+        report["calls"] = self.windows
         report["between_calls"] = {p: self.between[p] for p in (*PLACES, "idle") if self.between[p]}
         report["top_outside"] = [
             f"{place}: {demangle(name)[:120]} ({n})"
@@ -330,7 +347,7 @@ class Attributor:
             if _RUNTIME_LIBRARY.match(name):
                 return "idle" if _OPENMP_LIBRARY.match(name) else "runtime"
             if name.startswith("libpython") or path == self.python_exe or "/lib-dynload/" in path:
-                return "runtime"  # the interpreter and the standard library's extension modules
+                return "interpreter"  # with the standard library's extension modules
             return "foreign"
         if self._is_own(pid, m):
             return "own"
@@ -355,7 +372,7 @@ class Attributor:
         With `since`, the samples from then on outside the windows (between forward's calls)
         are counted apart, by place (`Attribution.between`).
         """
-        out = Attribution(lost=samples.lost)
+        out = Attribution(lost=samples.lost, windows=len(windows))
         if not windows:
             return out
         windows = sorted(windows)
@@ -419,8 +436,7 @@ class Attributor:
                         place = "torch_compute" if is_torch_compute(symbol) else "runtime"
                         name = symbol
             places.append((place, name))
-        order = {"foreign": 0, "torch_compute": 1, "runtime": 2, "idle": 3, "own": 4}
-        return min(places, key=lambda pn: order[pn[0]])
+        return min(places, key=lambda pn: _SEVERITY[pn[0]])
 
 
 class CpuWatch:
@@ -515,6 +531,17 @@ def assess(attribution: Attribution) -> list[str]:
                 f"{attribution.dominated} in calls where they are a quarter or more of the "
                 f"call's) ran in compute that is not the solution's ({top}); its own code must "
                 "do the work",
+            )
+        )
+    python = attribution.counts["interpreter"]
+    per_call_ms = python * PERIOD_NS / 1e6 / max(1, attribution.windows)
+    if python >= PY_MIN_SAMPLES and python >= PY_SHARE * total and per_call_ms >= PY_MS_PER_CALL:
+        found.append(
+            format_violation(
+                ViolationKind.FOREIGN_KERNELS,
+                f"{100 * python / total:.0f}% of forward's sampled CPU time ({python} samples,"
+                f" ~{per_call_ms:.1f} ms per call) ran in the Python interpreter: the work was"
+                " done by Python code, not by a kernel; its own compiled code must do it",
             )
         )
     working = sum(n for place, n in attribution.between.items() if place != "idle")

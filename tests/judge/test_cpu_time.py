@@ -4,6 +4,7 @@ import hashlib
 import mmap
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -291,3 +292,24 @@ def test_torch_test_libraries_and_trees_under_tmp(tmp_path):
     assert place(pid, Mapping(1, 2, 0, lib + "libjitbackend_test.so")) == "foreign"
     assert place(pid, Mapping(1, 2, 0, lib + "libgomp.so.1")) == "idle"
     assert place(pid, Mapping(1, 2, 0, lib + "libtorch_cpu.so")) == "torch"  # even under /tmp
+
+
+def test_the_interpreter_computing_is_foreign_but_the_runners_own_python_is_not():
+    # A tiny task: the runner's Python around each call is most of the little time sampled.
+    honest = Attribution(windows=36)
+    honest.counts.update(interpreter=30, own=3, runtime=2)
+    assert assess(honest) == []
+    # An extension that only copies tensors to Python lists and back (exploit case
+    # python_arithmetic_through_own_lists, measured: 54 of 79 samples in 6 calls).
+    lists = Attribution(windows=6)
+    lists.counts.update(interpreter=54, own=22, runtime=3)
+    (found,) = assess(lists)
+    assert found.startswith("foreign_kernels: ") and "Python interpreter" in found
+    # Python glue around a kernel doing the work: a share too small, whatever the time.
+    glue = Attribution(windows=6)
+    glue.counts.update(interpreter=54, own=200)
+    assert assess(glue) == []
+    pid = os.getpid()
+    who = Attributor(writable=("/nonexistent-scratch",))
+    python = Mapping(0x1000, 0x2000, 0, str(Path(sys.executable).resolve()))
+    assert who.place_of_mapping(pid, python) == "interpreter"
