@@ -309,7 +309,24 @@ def test_the_interpreter_computing_is_foreign_but_the_runners_own_python_is_not(
     glue = Attribution(windows=6)
     glue.counts.update(interpreter=54, own=200)
     assert assess(glue) == []
+    # One-time Python work in the first call (a table built lazily, a search of gc's objects).
+    lazy = Attribution(windows=6, has_first_call=True)
+    lazy.counts.update(interpreter=60, own=20)
+    lazy.first_call.update(interpreter=55, own=3)
+    assert assess(lazy) == []
+    lazy.counts.update(interpreter=60)  # ... and as much in the five calls after it
+    assert assess(lazy)
     pid = os.getpid()
     who = Attributor(writable=("/nonexistent-scratch",))
     python = Mapping(0x1000, 0x2000, 0, str(Path(sys.executable).resolve()))
     assert who.place_of_mapping(pid, python) == "interpreter"
+
+
+def test_the_first_calls_samples_are_counted_apart():
+    pid = 4242
+    maps = {pid: {Mapping(1000, 2000, 0, "[vdso]")}}
+    rows = [(1500, pid, pid, 110), (1500, pid, pid, 120), (1500, pid, pid, 310)]
+    got = Attributor().attribute(Samples(rows, 0, maps), [(100, 200), (300, 400)], since=100)
+    assert got.has_first_call and got.first_call["runtime"] == 2 and got.counts["runtime"] == 3
+    later = Attributor().attribute(Samples(rows, 0, maps), [(300, 400)], since=100)
+    assert not later.has_first_call and not later.first_call
