@@ -144,10 +144,13 @@ def _enter_solution_folder(solution_dir: str) -> None:
     The solution's folder is read-only here and the runner starts in its scratch directory, so
     it works in a new folder of the scratch that links every top-level entry of the solution's.
     """
-    work = tempfile.mkdtemp(prefix="solution_", dir=os.getcwd())
-    for entry in os.listdir(solution_dir):
-        os.symlink(os.path.join(solution_dir, entry), os.path.join(work, entry))
-    os.chdir(work)
+    try:
+        work = tempfile.mkdtemp(prefix="solution_", dir=os.getcwd())
+        for entry in os.listdir(solution_dir):
+            os.symlink(os.path.join(solution_dir, entry), os.path.join(work, entry))
+        os.chdir(work)
+    except OSError:  # names relative to the solution then fail as they would have before
+        pass
 
 
 def _pin_numerics(torch) -> None:
