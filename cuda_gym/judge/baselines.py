@@ -21,7 +21,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from cuda_gym.judge.config import CPU_SAMPLE_PERIOD_NS, JudgeConfig
+from cuda_gym.judge.config import CPU_SAMPLE_PERIOD_NS, JudgeConfig, samples_host_cpu
 from cuda_gym.judge.device import DeviceInfo
 
 logger = logging.getLogger(__name__)
@@ -49,10 +49,8 @@ def baseline_key(task_hash: str, info: DeviceInfo, config: JudgeConfig) -> str:
         "l2-flush-persisting-off",
         "driver-done-finish-fresh-inputs-polled-empty-call-steps-fastest-finish-min",
     ]
-    if info.device == "cpu":
-        parts.append(
-            f"perf-sampled-{CPU_SAMPLE_PERIOD_NS}"
-        )  # cuda_gym.judge.cpu_time: sampling costs time
+    if samples_host_cpu(info.device):  # cuda_gym.judge.cpu_time: sampling costs time
+        parts.append(f"perf-sampled-{CPU_SAMPLE_PERIOD_NS}")
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
 

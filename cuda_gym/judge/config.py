@@ -39,16 +39,25 @@ def fast_worker_start_default(device: str) -> bool:
 # The candidate's own kernels must account for at least this share of the profiled GPU time
 # (the rest may be fills and copies the fallback ban allows).
 MIN_OWN_KERNEL_SHARE = 0.5
-# A runner's first call (and a profiled call) may take this much longer than later ones: lazy
-# loading of its kernels, library handles, the profiler's start (JudgeConfig.first_call_jit_s
-# instead for a solution whose kernels compile at their first call).
 # On the CPU the driver samples each runner's CPU time every this many ns of a thread's CPU
 # time (cuda_gym.judge.cpu_time). Each sample costs the sampled thread time (on a VM, the
 # timer's exit: 1.5-5 % at this period on CI's 2-core VM, memory-bound work paying most;
 # benchmarks/cpu_sampling_overhead.py), so the baselines' runners are sampled as well: both
 # sides of a speedup pay alike, up to the difference in their kind of work.
 CPU_SAMPLE_PERIOD_NS = 2_000_000
+# On a GPU the runners' host CPU is sampled too when this is "1" (host compute copied to and
+# from the device shows there); off by default until measured on the H200 (overhead, the
+# honest split of CUDA solutions' host time).
+SAMPLE_CUDA_HOST_ENV = "CUDA_GYM_SAMPLE_CUDA_HOST"
+# A runner's first call (and a profiled call) may take this much longer than later ones: lazy
+# loading of its kernels, library handles, the profiler's start (JudgeConfig.first_call_jit_s
+# instead for a solution whose kernels compile at their first call).
 FIRST_CALL_EXTRA_S = 10.0
+
+
+def samples_host_cpu(device: str) -> bool:
+    """Whether runners on `device` are sampled by the CPU watch (cuda_gym.judge.cpu_time)."""
+    return device == "cpu" or os.environ.get(SAMPLE_CUDA_HOST_ENV) == "1"
 
 
 @dataclass(frozen=True)

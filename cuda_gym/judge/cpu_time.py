@@ -74,6 +74,11 @@ PY_MIN_SAMPLES = 15
 PY_SHARE = 0.6
 PY_MS_PER_CALL = 5.0
 
+# On a GPU, the solution's own host code computing (data copied to the host and back): its
+# host code is argument checks and launches, microseconds a call.
+HOST_MIN_SAMPLES = 15
+HOST_MS_PER_CALL = 5.0
+
 PLACES = ("own", "runtime", "interpreter", "torch_compute", "foreign")  # "idle" apart
 # Of two places seen at one address, the worse counts.
 _SEVERITY = {"foreign": 0, "torch_compute": 1, "interpreter": 2, "runtime": 3, "idle": 4, "own": 5}
@@ -88,6 +93,14 @@ _RUNTIME_LIBRARY = re.compile(
 _TORCH_RUNTIME_LIBRARY = re.compile(
     r"^lib(?:c10(?:_cuda)?|torch(?:_python|_global_deps|_cuda)?|shm)\.so(?:\.[\d.]+)?$"
 )
+# On a GPU: the CUDA driver's and toolkit's libraries (launches, waits, JIT, the profiler), by
+# file name, and the packages whose host code launches kernels, by directory.
+_CUDA_RUNTIME_LIBRARY = re.compile(
+    r"^lib(?:cuda|cudart|nvrtc(?:-builtins)?|nvJitLink|nvjitlink|cupti|nvToolsExt|nvperf_\w+"
+    r"|nvidia-[\w-]+|cublas(?:Lt)?|cudnn\w*|cufft\w*|curand|cusparse\w*|cusolver\w*|nccl"
+    r"|nvshmem\w*|cufile\w*|caffe2_nvrtc|torch_cuda_linalg)(?:[.-][\w.-]*)?\.so(?:\.[\d.]+)?$"
+)
+_CUDA_RUNTIME_PACKAGE = re.compile(r"/site-packages/(?:nvidia|triton|cupy|cupy_backends)/")
 # ... of which OpenMP's runtimes: their threads' time is mostly waiting at barriers, whoever's
 # work they wait for ("idle", outside the shares).
 _OPENMP_LIBRARY = re.compile(r"^lib(?:gomp|iomp5)")
@@ -303,6 +316,8 @@ class Attributor:
             compiles in its runner): objects there count as its own too.
         vendor: The task allows vendor libraries (BLAS, oneDNN): PyTorch's compute counts as
             runtime, only foreign libraries count against the solution.
+        device: The runner's device. On "cuda" the CUDA driver and toolkit libraries, the
+            NVIDIA wheels, Triton and CuPy are runtime (their host code launches and waits).
     """
 
     def __init__(
@@ -311,8 +326,10 @@ class Attributor:
         writable: tuple[str, ...] = ("/tmp/", "/dev/shm/"),
         own_dirs: tuple[str, ...] = (),
         vendor: bool = False,
+        device: str = "cpu",
     ) -> None:
         self.own_hashes = own_hashes
+        self.device = device
         self.writable = tuple(d.rstrip("/") + "/" for d in writable)
         self.own_dirs = tuple(d.rstrip("/") + "/" for d in own_dirs)
         self.vendor = vendor
@@ -346,16 +363,26 @@ class Attributor:
                 return "torch"
             if _OPENMP_LIBRARY.match(name):
                 return "idle"
-            return "runtime" if _TORCH_RUNTIME_LIBRARY.match(name) else "foreign"
+            if _TORCH_RUNTIME_LIBRARY.match(name) or self._cuda_runtime(path, name):
+                return "runtime"
+            return "foreign"
         if path.startswith(_SYSTEM_ROOTS + self.python_roots):
             if _RUNTIME_LIBRARY.match(name):
                 return "idle" if _OPENMP_LIBRARY.match(name) else "runtime"
+            if self._cuda_runtime(path, name):
+                return "runtime"
             if name.startswith("libpython") or path == self.python_exe or "/lib-dynload/" in path:
                 return "interpreter"  # with the standard library's extension modules
             return "foreign"
         if self._is_own(pid, m):
             return "own"
         return "foreign"  # a file the runner wrote or brought, not one the judge built
+
+    def _cuda_runtime(self, path: str, name: str) -> bool:
+        """On a GPU, code whose host time is launching and waiting (a trusted tree's)."""
+        if self.device != "cuda":
+            return False
+        return bool(_CUDA_RUNTIME_LIBRARY.match(name) or _CUDA_RUNTIME_PACKAGE.search(path))
 
     def _is_own(self, pid: int, m: Mapping) -> bool:
         if self.own_dirs and m.path.startswith(self.own_dirs):
@@ -484,7 +511,7 @@ class CpuWatch:
             return []
         self.total.add(self.attributor.attribute(samples, self._windows, self._since))
         self._windows = []
-        return assess(self.total)
+        return assess(self.total, self.attributor.device)
 
     def close(self) -> None:
         """Stop sampling."""
@@ -521,8 +548,11 @@ def _mangled_allowed(name: str) -> bool:
     return False
 
 
-def assess(attribution: Attribution) -> list[str]:
-    """The violations an attribution shows: `foreign_kernels`, `async_work` (or none)."""
+def assess(attribution: Attribution, device: str = "cpu") -> list[str]:
+    """The violations an attribution shows: `foreign_kernels`, `async_work` (or none).
+
+    On "cuda" also `no_own_kernel` when the solution's own host code does the work.
+    """
     found = []
     total, bad = attribution.total, attribution.bad
     if total and (
@@ -555,6 +585,17 @@ def assess(attribution: Attribution) -> list[str]:
                 f" ({python} samples, ~{per_call_ms:.1f} ms per call) ran in the Python"
                 " interpreter: the work was done by Python code, not by a kernel; its own"
                 " compiled code must do it",
+            )
+        )
+    own = attribution.counts["own"] - first["own"]
+    own_ms = own * PERIOD_NS / 1e6 / max(1, calls)
+    if device == "cuda" and own >= HOST_MIN_SAMPLES and own_ms >= HOST_MS_PER_CALL:
+        found.append(
+            format_violation(
+                ViolationKind.NO_OWN_KERNEL,
+                f"the solution's own host code ran ~{own_ms:.1f} ms of CPU time per call after"
+                f" the first ({own} samples): the work was done on the CPU, not by its GPU"
+                " kernels",
             )
         )
     working = sum(n for place, n in attribution.between.items() if place != "idle")

@@ -45,7 +45,7 @@ import torch
 from cuda_gym.errors import is_out_of_memory
 from cuda_gym.judge import cpu_time, roles
 from cuda_gym.judge.compare import Comparison, check_outputs_match, runs_agree
-from cuda_gym.judge.config import FIRST_CALL_EXTRA_S
+from cuda_gym.judge.config import FIRST_CALL_EXTRA_S, samples_host_cpu
 from cuda_gym.judge.contract import strict_scales
 from cuda_gym.judge.cpu_time import CpuWatch
 from cuda_gym.judge.fallback import ALLOWED_OPS, VENDOR_LIBRARY_OPS
@@ -421,7 +421,7 @@ class Driver:
             with roles.off_device(self.rep, "runner"):
                 link.wait_started(load_limit_s)
                 served.measure_transport(load_limit_s, banned)
-                if self.device == "cpu":
+                if samples_host_cpu(self.device):
                     # Before the runner holds any code of the solution's; baselines are sampled
                     # as well, so that sampling slows every timed side alike.
                     self._watch(served, check=candidate and banned, role=role)
@@ -479,6 +479,7 @@ class Driver:
                 writable=(work, "/tmp", "/dev/shm"),
                 own_dirs=(f"{work}/torch_extensions",) if req.compile_extensions else (),
                 vendor=req.allow_vendor_libraries,
+                device=self.device,
             )
         try:
             served.watch = cpu_time.CpuWatch(served.link.proc.pid, attributor)

@@ -43,3 +43,14 @@ def test_baselines_are_shared_between_tolerance_modes_but_not_timing_settings():
     other_gpu = DeviceInfo("cuda", "NVIDIA H100", "9.0", "2.11.0", "13.0", "580.0")
     assert baseline_key("h", other_gpu, paper) != baseline_key("h", info, paper)
     assert baseline_key("g", info, paper) != baseline_key("h", info, paper)
+
+
+def test_sampled_gpu_runners_time_their_baselines_apart(monkeypatch):
+    from cuda_gym.judge.config import SAMPLE_CUDA_HOST_ENV
+
+    info = DeviceInfo("cuda", "NVIDIA H200", "9.0", "2.11.0", "13.0", "580.0")
+    config = JudgeConfig(device="cuda")
+    monkeypatch.delenv(SAMPLE_CUDA_HOST_ENV, raising=False)
+    plain = baseline_key("h", info, config)
+    monkeypatch.setenv(SAMPLE_CUDA_HOST_ENV, "1")
+    assert baseline_key("h", info, config) != plain  # sampling costs the timed side time

@@ -330,3 +330,40 @@ def test_the_first_calls_samples_are_counted_apart():
     assert got.has_first_call and got.first_call["runtime"] == 2 and got.counts["runtime"] == 3
     later = Attributor().attribute(Samples(rows, 0, maps), [(300, 400)], since=100)
     assert not later.has_first_call and not later.first_call
+
+
+def test_on_a_gpu_the_cuda_libraries_are_runtime_and_own_host_work_is_no_kernel():
+    import sysconfig
+
+    pid = os.getpid()
+    site = str(Path(sysconfig.get_paths()["purelib"]).resolve())
+    driver = "/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05"
+    wheel = f"{site}/nvidia/cu13/lib/libcublasLt.so.13"
+    triton = f"{site}/triton/_C/libtriton.so"
+    gpu = Attributor(writable=("/nonexistent-scratch",), device="cuda")
+    cpu = Attributor(writable=("/nonexistent-scratch",))
+    for path in (driver, wheel, triton):
+        m = Mapping(0x1000, 0x2000, 0, path)
+        assert gpu.place_of_mapping(pid, m) == "runtime", path
+        assert cpu.place_of_mapping(pid, m) == "foreign", path  # no GPU: nothing to launch
+    numpy = f"{site}/numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so"
+    assert gpu.place_of_mapping(pid, Mapping(0x1000, 0x2000, 0, numpy)) == "foreign"
+    # Data copied to the host, computed by the solution's own C++, copied back.
+    host = Attribution(windows=7, has_first_call=True)
+    host.counts.update(own=90, runtime=30)
+    host.first_call.update(own=10)
+    assert assess(host) == []  # on the CPU its own code is the kernel
+    (found,) = assess(host, "cuda")
+    assert found.startswith("no_own_kernel: ") and "host code" in found
+    launches = Attribution(windows=40, has_first_call=True)
+    launches.counts.update(own=12, runtime=400)  # waiting in the driver, a little of its own
+    assert assess(launches, "cuda") == []
+
+
+def test_gpu_runners_are_sampled_only_when_asked(monkeypatch):
+    from cuda_gym.judge.config import SAMPLE_CUDA_HOST_ENV, samples_host_cpu
+
+    monkeypatch.delenv(SAMPLE_CUDA_HOST_ENV, raising=False)
+    assert samples_host_cpu("cpu") and not samples_host_cpu("cuda")
+    monkeypatch.setenv(SAMPLE_CUDA_HOST_ENV, "1")
+    assert samples_host_cpu("cuda")
