@@ -45,9 +45,8 @@ MIN_OWN_KERNEL_SHARE = 0.5
 # benchmarks/cpu_sampling_overhead.py), so the baselines' runners are sampled as well: both
 # sides of a speedup pay alike, up to the difference in their kind of work.
 CPU_SAMPLE_PERIOD_NS = 2_000_000
-# On a GPU the runners' host CPU is sampled too when this is "1" (host compute copied to and
-# from the device shows there); off by default until measured on the H200 (overhead, the
-# honest split of CUDA solutions' host time).
+# On a GPU the runners' host CPU is sampled too (host compute copied to and from the device
+# shows there) unless this is "0" (measured on the H200: docs/judge.md, "cpu_time").
 SAMPLE_CUDA_HOST_ENV = "CUDA_GYM_SAMPLE_CUDA_HOST"
 # A runner's first call (and a profiled call) may take this much longer than later ones: lazy
 # loading of its kernels, library handles, the profiler's start (JudgeConfig.first_call_jit_s
@@ -57,7 +56,7 @@ FIRST_CALL_EXTRA_S = 10.0
 
 def samples_host_cpu(device: str) -> bool:
     """Whether runners on `device` are sampled by the CPU watch (cuda_gym.judge.cpu_time)."""
-    return device == "cpu" or os.environ.get(SAMPLE_CUDA_HOST_ENV) == "1"
+    return device == "cpu" or os.environ.get(SAMPLE_CUDA_HOST_ENV, "1") != "0"
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ def test_sampled_gpu_runners_time_their_baselines_apart(monkeypatch):
 
     info = DeviceInfo("cuda", "NVIDIA H200", "9.0", "2.11.0", "13.0", "580.0")
     config = JudgeConfig(device="cuda")
-    monkeypatch.delenv(SAMPLE_CUDA_HOST_ENV, raising=False)
+    monkeypatch.setenv(SAMPLE_CUDA_HOST_ENV, "0")
     plain = baseline_key("h", info, config)
-    monkeypatch.setenv(SAMPLE_CUDA_HOST_ENV, "1")
+    monkeypatch.delenv(SAMPLE_CUDA_HOST_ENV)
     assert baseline_key("h", info, config) != plain  # sampling costs the timed side time

@@ -369,13 +369,13 @@ def test_on_a_gpu_the_cuda_libraries_are_runtime_and_own_host_work_is_no_kernel(
     assert assess(checks, "cuda") == []
 
 
-def test_gpu_runners_are_sampled_only_when_asked(monkeypatch):
+def test_gpu_runners_are_sampled_unless_turned_off(monkeypatch):
     from cuda_gym.judge.config import SAMPLE_CUDA_HOST_ENV, samples_host_cpu
 
     monkeypatch.delenv(SAMPLE_CUDA_HOST_ENV, raising=False)
+    assert samples_host_cpu("cpu") and samples_host_cpu("cuda")
+    monkeypatch.setenv(SAMPLE_CUDA_HOST_ENV, "0")
     assert samples_host_cpu("cpu") and not samples_host_cpu("cuda")
-    monkeypatch.setenv(SAMPLE_CUDA_HOST_ENV, "1")
-    assert samples_host_cpu("cuda")
 
 
 def test_on_a_gpu_the_first_calls_compilers_are_not_forwards_compute():
