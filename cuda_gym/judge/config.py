@@ -52,6 +52,15 @@ SAMPLE_CUDA_HOST_ENV = "CUDA_GYM_SAMPLE_CUDA_HOST"
 # loading of its kernels, library handles, the profiler's start (JudgeConfig.first_call_jit_s
 # instead for a solution whose kernels compile at their first call).
 FIRST_CALL_EXTRA_S = 10.0
+# ... and on the CPU, where a first call loads nothing of the sort (honest corpora: 3-110 ms on
+# the 2-core VM, `stage_times_s["candidate.run.first_call"]`), this: a hang's first call holds
+# the device for its whole limit, and every timer waits that long.
+FIRST_CALL_EXTRA_CPU_S = 3.0
+
+
+def first_call_extra_s(device: str) -> float:
+    """What a runner's first call may take on top on `device` (no first-call compiles)."""
+    return FIRST_CALL_EXTRA_CPU_S if device == "cpu" else FIRST_CALL_EXTRA_S
 
 
 def samples_host_cpu(device: str) -> bool:
@@ -82,7 +91,8 @@ class JudgeConfig:
             ModelNew when nothing is left to compile (it holds the device's gate meanwhile).
         call_time_factor: One call of the candidate may take this many times the reference's
             measured time on the same device before it is stopped as hung ...
-        call_time_floor_s: ... and at least this many seconds (its first call 10 s more). A
+        call_time_floor_s: ... and at least this many seconds (its first call 10 s more, 3 s
+            on the CPU: `first_call_extra_s`). A
             hanging kernel thus costs seconds, not run_timeout_s, to every judgement waiting.
         first_call_jit_s: What the first call may take on top instead when model_new.py
             imports triton: Triton compiles every kernel (and autotune config) at its first

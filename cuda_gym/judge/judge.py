@@ -30,7 +30,7 @@ from pathlib import Path
 from cuda_gym.errors import WorkerError, is_out_of_memory
 from cuda_gym.judge.baselines import JsonCache, baseline_key, has_baselines, probe_key
 from cuda_gym.judge.build import build_kernels
-from cuda_gym.judge.config import FIRST_CALL_EXTRA_S, MIN_OWN_KERNEL_SHARE, JudgeConfig
+from cuda_gym.judge.config import MIN_OWN_KERNEL_SHARE, JudgeConfig, first_call_extra_s
 from cuda_gym.judge.contract import trial_distribution
 from cuda_gym.judge.device import device_info
 from cuda_gym.judge.inline_build import InlineBuild, build_inline, builds_extensions
@@ -412,7 +412,9 @@ class Judge:
             "call_time_floor_s": cfg.call_time_floor_s,
             "retime_baselines": list(cfg.resolved_retime_baselines) if timing else [],
             "first_call_extra_s": (
-                cfg.first_call_jit_s if compiles_at_first_call(source) else FIRST_CALL_EXTRA_S
+                cfg.first_call_jit_s
+                if compiles_at_first_call(source)
+                else first_call_extra_s(cfg.device)
             ),
         }
         if cfg.device == "cuda":

@@ -98,3 +98,10 @@ def test_the_fastest_empty_call_is_subtracted_as_a_busy_host_only_slows_them():
     assert served.transport_ms == pytest.approx(0.1)
     assert len(link.messages) == ROUND_TRIP_CALLS
     assert all(m["kind"] == "null" and m["banned"] is True for m in link.messages)
+
+
+def test_a_first_call_on_the_cpu_gets_less_extra_time_than_on_a_gpu():
+    from cuda_gym.judge.config import first_call_extra_s
+
+    assert first_call_extra_s("cuda") == FIRST_CALL_EXTRA_S
+    assert 1.0 <= first_call_extra_s("cpu") < FIRST_CALL_EXTRA_S

@@ -36,6 +36,9 @@ def test_correct_kernel_is_accepted_with_timings(judge, task, tmp_path):
     )
     assert "ModelNew.forward" in verdict.profile_table
     assert "candidate.profile" in verdict.stage_times_s
+    # The first call's own time, part of "run" (what FIRST_CALL_EXTRA_S must cover).
+    first = verdict.stage_times_s["candidate.run.first_call"]
+    assert 0 < first <= verdict.stage_times_s["candidate.run"]
     # Timed by the trusted driver: random calls re-checked, the round trip subtracted.
     timing = verdict.flags["candidate_timing"]
     assert timing["rechecked_calls"] >= 2 and timing["round_trip_ms"] > 0
