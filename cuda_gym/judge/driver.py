@@ -493,8 +493,9 @@ class Driver:
         """Add the CPU watch's findings (if any) to the violations; keep its counts."""
         if served.watch is None:
             return
-        violations = served.watch.check()
+        violations = served.watch.check(served.own_calls)
         self.result.cpu_time = served.watch.total.summary()
+        self.result.cpu_time["own_calls_per_forward"] = served.own_calls
         if self.unsampled:
             self.result.cpu_time["unsampled_baselines"] = list(self.unsampled)
         served.violations += [v for v in violations if v not in served.violations]
