@@ -474,10 +474,15 @@ class Driver:
         attributor = None
         if check:
             work = str(served.link.work_dir)
+            own_dirs = (f"{work}/torch_extensions",) if req.compile_extensions else ()
+            if self.device == "cuda":
+                # Triton builds each kernel's launcher (host code run at every launch) into the
+                # runner's cache (sandbox: TRITON_CACHE_DIR): the solution's, like its kernels.
+                own_dirs += (f"{work}/triton",)
             attributor = cpu_time.Attributor(
                 own_hashes=cpu_time.file_hashes(req.extensions_dir, req.module_dir),
                 writable=(work, "/tmp", "/dev/shm"),
-                own_dirs=(f"{work}/torch_extensions",) if req.compile_extensions else (),
+                own_dirs=own_dirs,
                 vendor=req.allow_vendor_libraries,
                 device=self.device,
             )

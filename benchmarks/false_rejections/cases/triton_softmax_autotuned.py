@@ -2,10 +2,11 @@
 
 The Triton style of public answers: @triton.autotune over configs keyed on the row length, a
 lambda grid, tl.load with masks; Triton compiles and benchmarks its configs at the first call,
-inside the judged process.
+inside the judged process. Timed: its launcher runs at every launch of the warm-up's calls.
 
 Task: tasks/row_softmax.py
 Devices: cuda
+Timing: yes
 Expect: accept
 """
 
