@@ -29,6 +29,7 @@ import math
 import os
 import platform
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -355,6 +356,7 @@ def judge_batch(
     concurrency: int,
     budget_s: float | None = None,
     timed_slots: int | None = None,
+    on_cut=None,
 ) -> dict:
     """Judge `batch` with `concurrency` judgements in flight; per-sample records and timings.
 
@@ -362,6 +364,10 @@ def judge_batch(
 
     With `budget_s`, no sample is submitted after that many seconds (those in flight finish);
     the records then cover the submitted samples only.
+
+    `on_cut(run)`: called with what has finished (this function's result with the finished
+    judgements' records only, plus "in_flight") when a KeyboardInterrupt (main turns `timeout`'s
+    SIGTERM into one) stops the run, before the service would wait for those in flight.
     """
     records: list[dict] = [
         {"index": s.index, "label": s.label, "latency_s": None, "verdict": None, "matched": False}
@@ -379,58 +385,61 @@ def judge_batch(
         ) as service,
     ):
         futures = []
-        for sample in batch:
-            if budget_s is not None and time.monotonic() - started > budget_s:
-                break
-            future = service.submit(sample.task, sample.files)  # blocks while C are in flight
-            submitted += 1
-            accepted = time.monotonic()
+        cut = _Cut(on_cut, gpu, cpu, lambda: _finished(records, submitted, lock), started)
+        with cut:
+            for sample in batch:
+                if budget_s is not None and time.monotonic() - started > budget_s:
+                    break
+                future = service.submit(sample.task, sample.files)  # blocks while C in flight
+                submitted += 1
+                accepted = time.monotonic()
 
-            def done(f, sample=sample, accepted=accepted) -> None:
-                record = {
-                    "index": sample.index,
-                    "task": sample.task.task_id,
-                    "label": sample.label,
-                    "variant": sample.variant,
-                    "style": sample.style,
-                    "expected": sample.expected,
-                    "latency_s": round(time.monotonic() - accepted, 3),
-                    "finished_at_s": round(time.monotonic() - started, 3),
-                }
-                error = f.exception()
-                if error is not None:  # infrastructure failure: no verdict, a lost judgement
-                    record.update(verdict=None, matched=False, infra_error=repr(error)[:500])
-                else:
-                    v = f.result()
-                    record.update(
-                        verdict=v.verdict,
-                        matched=v.verdict == sample.expected,
-                        reward=v.reward,
-                        stage=v.stage,
-                        judge_s=round(v.duration_s, 3),
-                        speedup_vs_eager=v.speedup_vs_eager,
-                        error=(v.error or "")[:300] or None,
-                        stage_times_s={k: round(s, 3) for k, s in v.stage_times_s.items()},
-                        worker_cpu_s=dict(v.flags.get("worker_cpu_s") or {}),
-                    )
-                with lock:
-                    records[sample.index] = record
-                    finished[0] += 1
-                    stages = record.get("stage_times_s") or {}
-                    top = sorted(stages.items(), key=lambda kv: -kv[1])[:7]
-                    print(
-                        f"  [{finished[0]}/{len(batch)}] {sample.label:<6} {sample.style:<6}"
-                        f" -> {record.get('verdict')} in {record['latency_s']} s"
-                        f" at {record['finished_at_s']:.0f} s"
-                        f" ({', '.join(f'{k} {v:.1f}' for k, v in top)})"
-                        f"{' ' + record['infra_error'][:200] if record.get('infra_error') else ''}",
-                        flush=True,
-                    )
+                def done(f, sample=sample, accepted=accepted) -> None:
+                    record = {
+                        "index": sample.index,
+                        "task": sample.task.task_id,
+                        "label": sample.label,
+                        "variant": sample.variant,
+                        "style": sample.style,
+                        "expected": sample.expected,
+                        "latency_s": round(time.monotonic() - accepted, 3),
+                        "finished_at_s": round(time.monotonic() - started, 3),
+                    }
+                    error = f.exception()
+                    if error is not None:  # infrastructure failure: no verdict, a lost judgement
+                        record.update(verdict=None, matched=False, infra_error=repr(error)[:500])
+                    else:
+                        v = f.result()
+                        record.update(
+                            verdict=v.verdict,
+                            matched=v.verdict == sample.expected,
+                            reward=v.reward,
+                            stage=v.stage,
+                            judge_s=round(v.duration_s, 3),
+                            speedup_vs_eager=v.speedup_vs_eager,
+                            error=(v.error or "")[:300] or None,
+                            stage_times_s={k: round(s, 3) for k, s in v.stage_times_s.items()},
+                            worker_cpu_s=dict(v.flags.get("worker_cpu_s") or {}),
+                        )
+                    infra = record.get("infra_error")
+                    with lock:
+                        records[sample.index] = record
+                        finished[0] += 1
+                        stages = record.get("stage_times_s") or {}
+                        top = sorted(stages.items(), key=lambda kv: -kv[1])[:7]
+                        print(
+                            f"  [{finished[0]}/{len(batch)}] {sample.label:<6} {sample.style:<6}"
+                            f" -> {record.get('verdict')} in {record['latency_s']} s"
+                            f" at {record['finished_at_s']:.0f} s"
+                            f" ({', '.join(f'{k} {v:.1f}' for k, v in top)})"
+                            f"{' ' + infra[:200] if infra else ''}",
+                            flush=True,
+                        )
 
-            future.add_done_callback(done)
-            futures.append(future)
-        for future in futures:
-            future.exception()  # wait for every judgement
+                future.add_done_callback(done)
+                futures.append(future)
+            for future in futures:
+                future.exception()  # wait for every judgement
     elapsed = time.monotonic() - started
     return {
         "records": records[:submitted],
@@ -438,6 +447,45 @@ def judge_batch(
         "gpu": gpu.report(),
         "cpu": cpu.report(),
     }
+
+
+def _finished(records: list[dict], submitted: int, lock: threading.Lock) -> tuple[list, int]:
+    """Copies of the records of the judgements that have ended, and how many are in flight."""
+    with lock:
+        done = [dict(r) for r in records[:submitted] if "finished_at_s" in r]
+    return done, submitted - len(done)
+
+
+class _Cut:
+    """Turns a KeyboardInterrupt inside its block into `on_cut(partial run)` first.
+
+    `timeout` stops a long run with SIGTERM (main makes it a KeyboardInterrupt); the judgements
+    in flight then take minutes to end, and the service would wait for them before any report
+    is written. What has finished is handed over here, while the samplers are stopped.
+    """
+
+    def __init__(self, on_cut, gpu: GpuSampler, cpu: CpuSampler, finished, started: float):
+        self.on_cut, self.gpu, self.cpu = on_cut, gpu, cpu
+        self.finished, self.started = finished, started
+
+    def __enter__(self) -> _Cut:
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if kind is not KeyboardInterrupt or self.on_cut is None:
+            return
+        self.gpu.__exit__(None, None, None)
+        self.cpu.__exit__(None, None, None)
+        done, in_flight = self.finished()
+        self.on_cut(
+            {
+                "records": done,
+                "in_flight": in_flight,
+                "elapsed_s": time.monotonic() - self.started,
+                "gpu": self.gpu.report(),
+                "cpu": self.cpu.report(),
+            }
+        )
 
 
 def summarise(concurrency: int, batch: list[Sample], run: dict) -> dict:
@@ -575,7 +623,7 @@ def print_level(level: dict) -> None:
     programs = cpu.get("by_program_s") or {}
     if programs:
         print("      host cpu s by program: " + ", ".join(f"{k} {v}" for k, v in programs.items()))
-    left = level["leftovers"]
+    left = level.get("leftovers") or {"processes": [], "shm": []}
     if left["processes"] or left["shm"]:
         print(f"      LEFT BEHIND: {left['processes']} {left['shm']}")
 
@@ -640,6 +688,8 @@ def use_cache(cache: Path) -> None:
 def main(argv: list[str] | None = None) -> dict:
     """Run the levels (and the isolation check); print a table and write the JSON summary."""
     args = build_parser().parse_args(argv)
+    # `timeout` stops a run with SIGTERM: as Ctrl-C, so that a level cut short still reports.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     device = resolve_device(args.device)
     out = Path(args.out)
     work = (
@@ -682,7 +732,31 @@ def main(argv: list[str] | None = None) -> dict:
             use_cache(config.cache_dir)
             batch = batch_for(f"level{level}")
         since = time.time()
-        judged = judge_batch(config, batch, level, args.budget_s, timed_slots=args.timed_slots)
+
+        def write_partial(run: dict, level=level, batch=batch) -> None:
+            summary = summarise(level, batch, run)
+            summary["status"] = (
+                "partial: stopped by a signal (SIGTERM/SIGINT) with judgements in flight; the "
+                "figures cover those that had ended"
+            )
+            summary["in_flight_when_stopped"] = run["in_flight"]
+            ended = run["records"]
+            summary["labels"] = {k: sum(r["label"] == k for r in ended) for k in LABELS}
+            summary["styles"] = {k: sum(r["style"] == k for r in ended) for k in STYLES}
+            report["levels"].append(summary)
+            write_report(report, out)
+            print_level(summary)
+            print(f"stopped: wrote {out}", flush=True)
+            os._exit(124)
+
+        judged = judge_batch(
+            config,
+            batch,
+            level,
+            args.budget_s,
+            timed_slots=args.timed_slots,
+            on_cut=write_partial,
+        )
         summary = summarise(level, batch, judged)
         summary["leftovers"] = leftovers(since)
         close_shared_launchers()

@@ -11,7 +11,9 @@ import pytest
 from benchmarks.rl_load import (
     SHM,
     CpuSampler,
+    GpuSampler,
     ProgramCpu,
+    _Cut,
     leftovers,
     main,
     program_of,
@@ -168,3 +170,20 @@ def test_a_tiny_cpu_run_judges_every_sample_as_labelled(tmp_path):
     assert level["leftovers"]["processes"] == [] and level["leftovers"]["shm"] == []
     assert level["leftovers_after_zygotes_closed"] == []
     assert len(level["records"]) == 4
+
+
+def test_a_run_stopped_by_a_signal_hands_over_what_has_ended():
+    seen = []
+    ended = [{"index": 0, "label": "honest", "finished_at_s": 3.0}]
+    with GpuSampler("cpu") as gpu, CpuSampler() as cpu:
+        cut = _Cut(seen.append, gpu, cpu, lambda: (ended, 2), time.monotonic())
+        with pytest.raises(KeyboardInterrupt):  # still stops the run, once reported
+            with cut:
+                raise KeyboardInterrupt
+    (run,) = seen
+    assert run["records"] == ended and run["in_flight"] == 2 and run["elapsed_s"] >= 0
+    assert "busy_fraction" in run["cpu"] and "busy_fraction" in run["gpu"]
+    with GpuSampler("cpu") as gpu, CpuSampler() as cpu:
+        with _Cut(seen.append, gpu, cpu, lambda: (ended, 0), time.monotonic()):
+            pass  # a run that ends by itself reports through its caller
+    assert len(seen) == 1
