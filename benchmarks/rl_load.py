@@ -13,7 +13,8 @@ processes and /dev/shm/cuda_gym* files.
 Cold by default: every level judges its own tasks and samples with a fresh cache directory
 (CUDA_GYM_CACHE) under the output's directory. `--warm`: one cache, one batch for every level,
 judged once before the first level. The isolation check (skip: `--skip-isolation`) times an
-honest judgement alone, then beside a hanging kernel (acceptance: at most 2x).
+honest judgement alone, then beside a hanging kernel (acceptance: at most 2x). A level stopped
+by SIGTERM or Ctrl-C (`timeout`) writes what had ended, marked partial, before it exits.
 
     python -m benchmarks.rl_load --device cpu --tasks 3 --samples 4 --levels 4 12 \
         --out benchmarks/results/rl_load_cpu.json
