@@ -570,12 +570,13 @@ def assess(attribution: Attribution, device: str = "cpu", own_calls: int = 0) ->
     its glue: pybind11's dispatch and argument checks of each of forward's `own_calls`).
     """
     found = []
-    total, bad, dominated = attribution.total, attribution.bad, attribution.dominated
     first = attribution.first_call
+    after_first = attribution.total - sum(first[p] for p in PLACES)
+    total, bad, dominated = attribution.total, attribution.bad, attribution.dominated
     if device == "cuda":
         # A GPU solution's first call may compile (Triton builds its launcher with the system's
         # C compiler and hashes its sources; NVRTC, CuPy): those are not forward's compute.
-        total -= sum(first[p] for p in PLACES)
+        total = after_first
         bad -= first["torch_compute"] + first["foreign"]
         dominated -= attribution.first_dominated
     if total and ((bad >= MIN_SAMPLES and bad >= MAX_SHARE * total) or dominated >= MIN_SAMPLES):
@@ -594,7 +595,7 @@ def assess(attribution: Attribution, device: str = "cpu", own_calls: int = 0) ->
         )
     # The first call aside: one-time work of forward's (a table built lazily in Python) is there.
     python = attribution.counts["interpreter"] - first["interpreter"]
-    rest = attribution.total - sum(first[p] for p in PLACES)
+    rest = after_first
     calls = attribution.windows - attribution.has_first_call
     per_call_ms = python * PERIOD_NS / 1e6 / max(1, calls)
     if python >= PY_MIN_SAMPLES and python >= PY_SHARE * rest and per_call_ms >= PY_MS_PER_CALL:
