@@ -386,6 +386,7 @@ def _build_plain(
             cache / "objects",
             work,
             config.build_timeout_s,
+            nice=config.build_nice,
         )
     log = log.replace(str(src_dir) + "/", "kernels/")
     if failure is not None:
@@ -424,7 +425,10 @@ def _run_ninja(work_dir: Path, src_dir: Path, config: JudgeConfig) -> tuple[str 
     env = dict(os.environ, LC_ALL="C", LANG="C")
     jobs = os.environ.get("MAX_JOBS", str(max(1, os.cpu_count() or 1)))
     proc = run_process(
-        [_ninja(), "-C", str(work_dir), "-j", jobs], timeout_s=config.build_timeout_s, env=env
+        [_ninja(), "-C", str(work_dir), "-j", jobs],
+        timeout_s=config.build_timeout_s,
+        env=env,
+        nice=config.build_nice,
     )
     log = (proc.stdout + "\n" + proc.stderr).strip()
     if proc.ok and (work_dir / f"{MODULE_NAME}.so").is_file():
@@ -467,6 +471,7 @@ def _run_build_worker(
         cwd=work_dir,
         env=env,
         stdin_data=json.dumps(request).encode(),
+        nice=config.build_nice,
     )
     log = (proc.stdout + "\n" + proc.stderr).strip()
     if not result_path.exists() and not (proc.timed_out or proc.signal_name):

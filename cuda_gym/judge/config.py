@@ -86,6 +86,9 @@ class JudgeConfig:
         baselines: Which baselines to time: "eager" and/or "compile" (torch.compile).
         reward_margin: Relative margin a speedup must exceed to earn a milestone (0.05 = 5 %).
         build_timeout_s: Limit for building the kernels/ extension (or a load_inline solution).
+        build_nice: Niceness of the compilers (0-19; 0: the judge's own). Builds take most
+            of a busy judge's CPU; at a lower priority they leave it to the runners that time
+            calls and serve them, so a neighbour's build disturbs a timing loop less.
         run_timeout_s: Limit for one reference or candidate process, building excluded.
         load_timeout_s: Limit for the candidate's runner to import model_new.py and build
             ModelNew when nothing is left to compile (it holds the device's gate meanwhile).
@@ -146,6 +149,7 @@ class JudgeConfig:
     baselines: tuple[str, ...] = BASELINES
     reward_margin: float = 0.05
     build_timeout_s: float = 600.0
+    build_nice: int = 10
     run_timeout_s: float = 120.0
     load_timeout_s: float = 60.0
     call_time_factor: float = 100.0
@@ -194,6 +198,8 @@ class JudgeConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"JudgeConfig.{name} must be positive")
+        if not 0 <= self.build_nice <= 19:
+            raise ConfigError("JudgeConfig.build_nice must be in [0, 19]")
         if not 0 <= self.reward_margin < 1:
             raise ConfigError("JudgeConfig.reward_margin must be in [0, 1)")
         unsandboxed_requested()  # a malformed $CUDA_GYM_UNSANDBOXED is refused here

@@ -277,7 +277,9 @@ def _run_stage(
     else:
         env["TORCH_EXTENSIONS_DIR"] = str(scratch / "torch_extensions")
         env["HOME"] = str(scratch)
-    proc = run_process(argv, timeout_s=config.build_timeout_s, cwd=scratch, env=env)
+    proc = run_process(
+        argv, timeout_s=config.build_timeout_s, cwd=scratch, env=env, nice=config.build_nice
+    )
     log = (proc.stdout + "\n" + proc.stderr).strip()
     result = _read_report(result_path)
     if proc.timed_out:

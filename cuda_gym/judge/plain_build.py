@@ -19,13 +19,13 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from cuda_gym.judge import launch
 from cuda_gym.judge.launch import POINTER_DTYPES, RETURN_TYPES, Param, scalar_kinds
+from cuda_gym.runtime import run_process
 
 LIBRARY = "libkernels.so"
 MODULE_FILE = "kernels_ext.py"
@@ -231,20 +231,14 @@ def _link_command(objects: list[Path], out: Path, device: str, flags: dict) -> l
     return [cxx, "-shared", *flags["ld"], *map(str, objects), "-o", str(out)]
 
 
-def _run(cmd: list, cwd: Path, timeout_s: float) -> tuple[bool, str]:
+def _run(cmd: list, cwd: Path, timeout_s: float, nice: int = 0) -> tuple[bool, str]:
+    env = dict(os.environ, LC_ALL="C", LANG="C")
     try:
-        proc = subprocess.run(
-            cmd,
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env=dict(os.environ, LC_ALL="C", LANG="C"),
-        )
-    except subprocess.TimeoutExpired:
-        return False, f"{' '.join(cmd[:2])}: timed out after {timeout_s:g} s"
+        proc = run_process(cmd, timeout_s=timeout_s, cwd=cwd, env=env, nice=nice)
     except OSError as exc:
         return False, f"{cmd[0]}: {exc}"
+    if proc.timed_out:
+        return False, f"{' '.join(cmd[:2])}: timed out after {timeout_s:g} s"
     return proc.returncode == 0, f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}"
 
 
@@ -259,11 +253,13 @@ def build_plain(
     objects_dir: Path,
     out_dir: Path,
     timeout_s: float,
+    nice: int = 0,
 ) -> tuple[str | None, str]:
     """Compile `units` (relative to src_dir, which holds `files`) and link them into out_dir.
 
     Object files are cached in objects_dir, keyed by the unit, every header, flags and
-    toolchain. Returns (None, log) on success, else (what failed, log).
+    toolchain; the compilers run at niceness +`nice`. Returns (None, log) on success, else
+    (what failed, log).
     """
     try:
         entries = entry_points(files)
@@ -286,7 +282,7 @@ def build_plain(
             return obj, True, f"(cached) {rel}\n"
         tmp = objects_dir / f".{obj.name}.{os.getpid()}.{id(rel)}.tmp.o"
         cmd = _compile_command(src_dir / rel, tmp, device, flags, arch)
-        ok, log = _run(cmd, src_dir, max(1.0, deadline - time.monotonic()))
+        ok, log = _run(cmd, src_dir, max(1.0, deadline - time.monotonic()), nice)
         if ok:
             tmp.replace(obj)
         else:
@@ -304,6 +300,7 @@ def build_plain(
         _link_command([r[0] for r in results], tmp_lib, device, flags),
         out_dir,
         max(1.0, deadline - time.monotonic()),
+        nice,
     )
     log += link_log
     if not ok:

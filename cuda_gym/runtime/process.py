@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -138,6 +139,7 @@ def run_process(
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
     stdin_data: bytes | None = None,
     pause: Pause | None = None,
+    nice: int = 0,
 ) -> ProcessResult:
     """Run `argv` in a new session and wait at most `timeout_s` seconds.
 
@@ -152,6 +154,8 @@ def run_process(
         max_output_chars: Bound on each captured stream.
         stdin_data: Bytes written to the child's standard input (keep it small: a request).
         pause: Stops the clock while the child waits for something outside its control.
+        nice: Niceness added to the child's (and so to everything it starts): compilers run
+            at a lower priority than the processes that time or serve calls (`niced`).
 
     Returns:
         The ProcessResult; this function does not raise for failures of the child.
@@ -166,7 +170,7 @@ def run_process(
             inp.seek(0)
         start = time.monotonic()
         proc = subprocess.Popen(
-            list(argv),
+            niced(argv, nice),
             cwd=cwd,
             env=dict(env) if env is not None else None,
             stdin=inp if stdin_data is not None else subprocess.DEVNULL,
@@ -198,6 +202,26 @@ def run_process(
             timed_out=timed_out,
             duration_s=duration_s,
         )
+
+
+def niced(argv: Sequence[str], nice: int) -> list[str]:
+    """`argv` run through nice(1) at niceness +`nice` (as it is for 0, or without nice(1)).
+
+    Through the program, not `preexec_fn`: the judge starts children from many threads, and
+    `preexec_fn` is not safe there. Priority is a courtesy to the rest of the host (a build
+    beside a timing loop), never a limit: a missing nice(1) only logs.
+    """
+    if nice <= 0:
+        return list(argv)
+    tool = _nice_program()
+    if tool is None:
+        logger.debug("no nice(1) on PATH: %s runs at the judge's priority", argv[0])
+        return list(argv)
+    return [tool, "-n", str(int(nice)), *argv]
+
+
+def _nice_program() -> str | None:
+    return shutil.which("nice")
 
 
 def die_with_parent() -> None:

@@ -1,6 +1,7 @@
 """Kernel-only workspaces: extern "C" functions built without torch headers, called via ctypes."""
 
 import importlib.util
+import os
 import sys
 
 import pytest
@@ -167,6 +168,19 @@ def test_compile_errors_and_missing_entry_points_are_reported(tmp_path):
     assert not result.ok and result.errors == NO_ENTRY_POINTS
 
 
+def test_compilers_run_at_the_configured_niceness(tmp_path, monkeypatch):
+    """Builds yield the CPU to timing: every compile and the link run at +build_nice."""
+    record = tmp_path / "niceness.txt"
+    wrapper = tmp_path / "cxx"
+    wrapper.write_text(f'#!/bin/sh\nnice >> {record}\nexec c++ "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CXX", str(wrapper))
+    config = JudgeConfig(device="cpu", cache_dir=tmp_path / "cache", build_nice=5)
+    assert build_kernels(_workspace(tmp_path, {"scale.cpp": SCALE, "count.cpp": COUNT}), config).ok
+    seen = record.read_text().split()
+    assert len(seen) == 3 and set(seen) == {str(min(19, os.nice(0) + 5))}
+
+
 @pytest.mark.slow
 def test_a_kernel_only_workspace_is_judged_and_accepted(tmp_path):
     write_kernel_only_solution(tmp_path, "cpu")
@@ -176,3 +190,11 @@ def test_a_kernel_only_workspace_is_judged_and_accepted(tmp_path):
     assert verdict.compiled and verdict.correct, verdict.error
     assert verdict.violations == []
     assert "kernels_ext" not in sys.modules  # judged in a worker, not here
+
+
+@pytest.mark.parametrize("value", [-1, 20])
+def test_build_nice_out_of_range_is_refused(value):
+    from cuda_gym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="build_nice"):
+        JudgeConfig(device="cpu", build_nice=value)

@@ -4,6 +4,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from cuda_gym.runtime import python_child_env, run_process
 
 
@@ -114,3 +116,27 @@ def test_a_worker_dies_with_the_judge_that_started_it(tmp_path):
     if not _ends(child, within_s=10):
         os.kill(child, signal.SIGKILL)
         raise AssertionError("the worker outlived its judge")
+
+
+def test_nice_lowers_the_child_and_what_it_starts():
+    code = (
+        "import os, subprocess, sys\n"
+        "child = subprocess.run([sys.executable, '-c', 'import os; print(os.nice(0))'],\n"
+        "                       capture_output=True, text=True).stdout.strip()\n"
+        "print(os.nice(0), child)\n"
+    )
+    mine = os.nice(0)
+    proc = run_process([sys.executable, "-c", code], timeout_s=30, nice=7)
+    assert proc.ok, proc.stderr
+    assert proc.stdout.split() == [str(min(19, mine + 7))] * 2
+
+
+def test_nice_zero_and_a_missing_program_keep_their_behaviour(monkeypatch):
+    from cuda_gym.runtime import process
+
+    proc = run_process([sys.executable, "-c", "import os; print(os.nice(0))"], timeout_s=30)
+    assert proc.stdout.strip() == str(os.nice(0))
+    monkeypatch.setattr(process, "_nice_program", lambda: None)
+    assert process.niced(["cc", "-c"], 10) == ["cc", "-c"]
+    with pytest.raises(OSError):
+        run_process(["/nonexistent/compiler"], timeout_s=5)
