@@ -26,6 +26,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 from cuda_gym.judge.verdict import ViolationKind, format_violation
@@ -125,35 +126,63 @@ def preprocess(text: str) -> str:
     return "".join(out)
 
 
-_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]*)[>"]', re.MULTILINE)
+_INCLUDE = re.compile(r'^\s*#\s*(include_next|include)\b\s*([<"])([^>"]*)[>"]', re.MULTILINE)
 # `#include MACRO`: a header name made by the preprocessor, which no scan can check.
-_COMPUTED_INCLUDE = re.compile(r"^\s*#\s*include\s*[A-Za-z_]", re.MULTILINE)
+_COMPUTED_INCLUDE = re.compile(r"^\s*#\s*(?:include_next|include)\b\s*[A-Za-z_]", re.MULTILINE)
 
 
-def include_violations(text: str) -> list[tuple[int, str]]:
+def include_violations(
+    text: str, where: str | None = None, files: Collection[str] = ()
+) -> list[tuple[int, str]]:
     """(line, message) for each `#include` that could reach a file outside the workspace.
 
     `text` is preprocessed. Quoted includes must be relative paths inside the workspace; an
     angle include names a header of the toolchain, torch or CUDA (searched only in their
-    directories), so it too may not be absolute or climb with `..`.
+    directories), so it too may not be absolute or climb with `..`. A quoted include in the
+    file `where` (its path in the solution folder, "kernels/ops/k.cu") may climb to another of
+    `files` (the folder's sources, named alike) in the same top folder: `"../common.cuh"` from
+    kernels/ops/ to kernels/common.cuh, which the compiler finds beside the file.
     """
     found = []
     for match in _COMPUTED_INCLUDE.finditer(text):
         line = text.count("\n", 0, match.start()) + 1
         found.append((line, "a computed `#include MACRO` is not allowed: name the header."))
     for match in _INCLUDE.finditer(text):
-        path = match.group(2).strip()
+        directive, quote, path = match.group(1), match.group(2), match.group(3).strip()
         line = text.count("\n", 0, match.start()) + 1
         parts = Path(path).parts
+        # (#include_next looks past the including file's folder: only in the search path.)
+        if directive == "include" and quote == '"' and _sibling(path, where, files):
+            continue
         if path.startswith(("/", "~")) or ".." in parts or "\\" in path:
             found.append(
                 (
                     line,
-                    f"`#include {match.group(1)}{path}` names a file outside the workspace: "
+                    f"`#{directive} {quote}{path}` names a file outside the workspace: "
                     "include your own files by relative path, and toolchain/torch/CUDA headers.",
                 )
             )
     return found
+
+
+def _sibling(path: str, where: str | None, files: Collection[str]) -> bool:
+    """Whether `path`, included from the file `where`, is another of `files` in its top folder.
+
+    Only leading `..` (`../../common.cuh`), never climbing out of the top folder: the compiler
+    resolves the path on disk from the including file's folder, so a lexical walk matches it
+    only where no `..` follows a folder name.
+    """
+    if where is None or "\\" in path or path.startswith(("/", "~")):
+        return False
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    ups = 0
+    while ups < len(parts) and parts[ups] == "..":
+        ups += 1
+    rest = parts[ups:]
+    folder = where.split("/")[:-1]
+    if not rest or ".." in rest or ups >= len(folder):
+        return False
+    return "/".join(folder[: len(folder) - ups] + rest) in files
 
 
 def undefined_symbols(shared_object: Path) -> list[str]:

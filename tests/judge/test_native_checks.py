@@ -51,6 +51,36 @@ def test_workspace_and_toolchain_includes_are_allowed(line):
     assert include_violations(preprocess(line + "\n")) == []
 
 
+def test_include_next_is_an_include_not_a_computed_one():
+    assert include_violations("#include_next <cmath>\n") == []
+    assert include_violations("#  include_next MACRO\n")
+    assert include_violations("#include_next </etc/passwd>\n")
+
+
+@pytest.mark.parametrize(
+    ("where", "line", "allowed"),
+    [
+        ("kernels/ops/k.cu", '#include "../common.cuh"', True),
+        ("kernels/a/b/k.cu", '#include "../../common.cuh"', True),
+        ("kernels/a/k.cu", '#include "../ops/util.cuh"', True),
+        # Out of the top folder, to a file the folder lacks, by another kind of include, or
+        # back down after a folder name (the compiler walks the disk, not the text).
+        ("kernels/k.cu", '#include "../common.cuh"', False),
+        ("kernels/ops/k.cu", '#include "../../kernels/common.cuh"', False),
+        ("kernels/ops/k.cu", '#include "../missing.cuh"', False),
+        ("kernels/ops/k.cu", "#include <../common.cuh>", False),
+        ("kernels/ops/k.cu", '#include_next "../common.cuh"', False),
+        ("kernels/ops/k.cu", '#include "x/../../common.cuh"', False),
+        ("model_new.py string 0", '#include "../common.cuh"', False),
+    ],
+)
+def test_a_nested_kernel_file_may_include_its_folders_own_headers(where, line, allowed):
+    files = {"kernels/common.cuh", "kernels/ops/util.cuh", "kernels/ops/k.cu", where}
+    assert (include_violations(line + "\n", where, files) == []) == allowed
+    sources = {name: line + "\n" if name == where else "" for name in files}
+    assert (check_native_sources(sources) == []) == allowed
+
+
 @pytest.mark.parametrize(
     "symbol",
     [
