@@ -298,6 +298,10 @@ def _bind(source: str, target: str, *, writable: bool) -> None:
 BOX_DIRS = (("home", 0o700), ("tmp", 0o1777), ("shm", 0o1777))
 BOX_INODES = 200_000  # files and directories, all of the box's together
 COPY_MAX_DEPTH = 32
+# What comes back out of a box: its files and all of them together, at most (a file of a
+# GiB of holes, made with ftruncate in a tmpfs, costs nothing there and a GiB once copied).
+KEEP_MAX_FILE_BYTES = 512 << 20
+KEEP_MAX_BYTES = 1 << 30
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -326,17 +330,27 @@ def _open_box(plan: dict) -> tuple[int, int]:
     return real, box
 
 
-def _copy_tree(src: int, dst: int, uid: int | None, depth: int = COPY_MAX_DEPTH) -> None:
+def _copy_tree(
+    src: int,
+    dst: int,
+    uid: int | None,
+    depth: int = COPY_MAX_DEPTH,
+    budget: list[int] | None = None,
+) -> None:
     """Copy the regular files and directories under `src` into `dst` (open directories).
 
     Never follows a link; skips links, devices, FIFOs and sockets, and whatever lies deeper
-    than `depth`. `uid`: the owner of what it creates (None: the caller).
+    than `depth`. `uid`: the owner of what it creates (None: the caller). `budget`: [bytes]
+    left to copy, spent as files are copied; a sparse file, or one larger than the budget or
+    KEEP_MAX_FILE_BYTES, is skipped.
     """
     for name in os.listdir(src):
-        _copy_entry(name, src, dst, uid, depth)
+        _copy_entry(name, src, dst, uid, depth, budget)
 
 
-def _copy_entry(name: str, src: int, dst: int, uid: int | None, depth: int) -> None:
+def _copy_entry(
+    name: str, src: int, dst: int, uid: int | None, depth: int, budget: list[int] | None = None
+) -> None:
     """Copy `name` of `src` into `dst` if it is a regular file or a directory (see _copy_tree).
 
     Modes keep their owner's bits and lose group and world write (and setuid). Shared objects
@@ -358,13 +372,18 @@ def _copy_entry(name: str, src: int, dst: int, uid: int | None, depth: int) -> N
         try:
             inner_dst = os.open(name, _DIR_FLAGS, dir_fd=dst)
             try:
-                _copy_tree(inner_src, inner_dst, uid, depth - 1)
+                _copy_tree(inner_src, inner_dst, uid, depth - 1, budget)
                 _own(inner_dst, mode, uid)
             finally:
                 os.close(inner_dst)
         finally:
             os.close(inner_src)
     elif stat.S_ISREG(info.st_mode):
+        if budget is not None:
+            holes = info.st_size > info.st_blocks * 512 + 65536
+            if holes or info.st_size > min(KEEP_MAX_FILE_BYTES, budget[0]):
+                return  # sparse or too big: never written out in full
+            budget[0] -= info.st_size
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         fin = os.open(name, flags, dir_fd=src)
         try:
@@ -392,11 +411,15 @@ def _own(fd: int, mode: int, uid: int | None) -> None:
 
 
 def _keep(real: int, box: int, names: list) -> None:
-    """Copy the `names` the code left in the box's home back to the real scratch directory."""
+    """Copy the `names` the code left in the box's home back to the real scratch directory.
+
+    At most KEEP_MAX_BYTES in all, no file with holes, none over KEEP_MAX_FILE_BYTES.
+    """
     home = os.open("home", _DIR_FLAGS, dir_fd=box)
+    budget = [KEEP_MAX_BYTES]
     try:
         for name in names:
-            _copy_entry(name, home, real, None, COPY_MAX_DEPTH)
+            _copy_entry(name, home, real, None, COPY_MAX_DEPTH, budget)
     finally:
         os.close(home)
 

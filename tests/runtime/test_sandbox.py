@@ -310,6 +310,40 @@ def test_keep_copies_back_files_and_directories_only(scratch: Path, tmp_path: Pa
     assert secret.read_text() == "judge's"
 
 
+def test_keep_leaves_sparse_and_oversized_files_behind(scratch: Path):
+    # A GiB of holes costs nothing in the box's tmpfs and a GiB once copied out.
+    proc = run_sandboxed(
+        """
+        import os
+        os.makedirs("out/junk")
+        with open("out/junk/junk.so", "wb") as f:
+            f.truncate(1 << 30)
+        open("out/real.so", "wb").write(b"x" * 100_000)
+        """,
+        scratch,
+        keep=("out",),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (scratch / "out/real.so").stat().st_size == 100_000
+    assert not (scratch / "out/junk/junk.so").exists()
+
+
+def test_keep_spends_a_byte_budget(tmp_path: Path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    for name in "abc":
+        (src / name).write_bytes(b"y" * 4000)
+    fds = [os.open(d, os.O_RDONLY | os.O_DIRECTORY) for d in (src, dst)]
+    try:
+        budget = [9000]
+        confine._copy_tree(*fds, None, budget=budget)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert len(list(dst.iterdir())) == 2 and budget == [1000]
+
+
 def test_spec_refuses_a_writable_system_directory(scratch: Path):
     with pytest.raises(ConfigError, match="holds system files"):
         build_plan(SandboxSpec(scratch=Path("/usr")), {}, scratch)
