@@ -53,6 +53,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cuda_gym.judge import library_copies
 from cuda_gym.judge.config import CPU_SAMPLE_PERIOD_NS as PERIOD_NS
 from cuda_gym.judge.fallback import ALLOWED_OPS
 from cuda_gym.judge.inline_build import is_extension_module
@@ -323,7 +324,10 @@ class Attributor:
         writable: Directories the runner can write (its scratch, /tmp, /dev/shm): nothing
             there is trusted as runtime or PyTorch, whatever its name.
         own_dirs: Where the runner itself may build the solution's extensions (a solution that
-            compiles in its runner): objects there count as its own too.
+            compiles in its runner): objects there count as its own too, unless they copy one
+            of the machine's libraries (`library_index`).
+        library_index: The judge's index file of the machine's libraries
+            (cuda_gym.judge.library_copies), read the first time `own_dirs` has an object.
         vendor: The task allows vendor libraries (BLAS, oneDNN): PyTorch's compute counts as
             runtime, only foreign libraries count against the solution.
         device: The runner's device. On "cuda" the CUDA driver and toolkit libraries, the
@@ -337,8 +341,10 @@ class Attributor:
         own_dirs: tuple[str, ...] = (),
         vendor: bool = False,
         device: str = "cpu",
+        library_index: str | None = None,
     ) -> None:
         self.own_hashes = own_hashes
+        self.library_index = library_index
         self.device = device
         self.writable = tuple(d.rstrip("/") + "/" for d in writable)
         self.own_dirs = tuple(d.rstrip("/") + "/" for d in own_dirs)
@@ -395,14 +401,20 @@ class Attributor:
         return bool(_CUDA_RUNTIME_LIBRARY.match(name) or _CUDA_RUNTIME_PACKAGE.search(path))
 
     def _is_own(self, pid: int, m: Mapping) -> bool:
-        if self.own_dirs and m.path.startswith(self.own_dirs):
-            return True
-        if not self.own_hashes:
+        in_own_dir = bool(self.own_dirs) and m.path.startswith(self.own_dirs)
+        if in_own_dir and self.library_index is None:
+            return True  # no index to check against (the driver always gives one)
+        if not (in_own_dir or self.own_hashes):
             return False
         try:
             data = Path(f"/proc/{pid}/map_files/{m.start:x}-{m.end:x}").read_bytes()
         except OSError:
             return False
+        if in_own_dir:
+            # Built or written by the runner, where the solution's code runs: its own unless
+            # it copies a library of the machine's (a BLAS renamed as an extension module).
+            index = library_copies.load_index(Path(self.library_index))
+            return index is not None and index.copy_of(data) is None
         return hashlib.sha256(data).hexdigest() in self.own_hashes
 
     def attribute(

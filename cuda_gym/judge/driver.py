@@ -483,6 +483,7 @@ class Driver:
                 own_hashes=cpu_time.file_hashes(req.extensions_dir, req.module_dir),
                 writable=(work, "/tmp", "/dev/shm"),
                 own_dirs=own_dirs,
+                library_index=req.library_index,
                 vendor=req.allow_vendor_libraries,
                 device=self.device,
             )

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuda_gym.judge import pch
+from cuda_gym.judge import library_copies, pch
 from cuda_gym.judge.build import first_errors, seal_dir, sealed_intact, toolchain_id
 from cuda_gym.judge.config import JudgeConfig
 from cuda_gym.judge.untrusted import runner_command, runner_env_for, runner_sandbox
@@ -48,7 +48,8 @@ LIBRARY_SUFFIXES = (".so",)
 DONE_FILE = "BUILD_OK"
 # v2: every file of the solution is keyed, and candidate processes share one string hash seed
 # (a library built under another process's hash() of its name is of no use).
-INLINE_KEY_VERSION = "v2"
+# v3: collected modules are checked for copies of the machine's libraries.
+INLINE_KEY_VERSION = "v3"
 log = logging.getLogger(__name__)
 
 
@@ -208,6 +209,13 @@ def build_inline(
         # by the import: the runner may compile it (outside the gate, flagged).
         complete = result.get("error") is None and not builds_lazily(source)
         built = _collect(work / "scratch" / "torch_extensions", entry / "extensions")
+        copies = _copies(entry / "extensions", config) if built else []
+        if copies:
+            shutil.rmtree(entry, ignore_errors=True)
+            error = "The build stage's libraries are not all built from the solution's sources: "
+            return InlineBuild(
+                error=error + "; ".join(copies) + ".", duration_s=time.monotonic() - start
+            )
         if built:
             _make_wanted_pch(config, arch, headers, result.get("pch_wanted", []))
         if not built:
@@ -330,6 +338,23 @@ def is_extension_module(path: Path) -> bool:
     if stem == "kernels_ext":
         return True
     return re.fullmatch(re.escape(path.parent.name) + r"(?:_v\d+)?", stem) is not None
+
+
+def _copies(extensions: Path, config: JudgeConfig) -> list[str]:
+    """A line for each collected module that is a copy of a library of the machine's.
+
+    The import that built them ran the solution's code, which may have copied a library (a
+    BLAS) under an extension module's name: its compute would pass for the solution's own
+    (cuda_gym.judge.library_copies).
+    """
+    index = library_copies.library_index(config.resolved_cache_dir)
+    found = []
+    for path in sorted(extensions.rglob("*")):
+        if path.suffix in LIBRARY_SUFFIXES and path.is_file():
+            copy = index.copy_of_file(path)
+            if copy is not None:
+                found.append(copy.describe(str(path.relative_to(extensions))))
+    return found
 
 
 def _collect(built: Path, dest: Path) -> bool:

@@ -28,6 +28,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from cuda_gym.errors import WorkerError, is_out_of_memory
+from cuda_gym.judge import library_copies
 from cuda_gym.judge.baselines import JsonCache, baseline_key, has_baselines, probe_key
 from cuda_gym.judge.build import build_kernels
 from cuda_gym.judge.config import MIN_OWN_KERNEL_SHARE, JudgeConfig, first_call_extra_s
@@ -417,6 +418,10 @@ class Judge:
                 else first_call_extra_s(cfg.device)
             ),
         }
+        if compile_in_runner or cfg.device == "cuda":
+            # The runner's own builds (and, on a GPU, Triton's launchers) count as the
+            # solution's code unless they copy a library of the machine's.
+            request["library_index"] = str(library_copies.index_file(cfg.resolved_cache_dir))
         if cfg.device == "cuda":
             request["device_bytes"] = device_bytes_estimate(probe)
         if cfg.sandboxed:

@@ -57,10 +57,11 @@ _BELOW_DISPATCHER = re.compile(
 # extension of the candidate's has no use for them.
 _RUNTIME_LOOKUP = re.compile(r"^(?:dlsym|dlvsym|dlopen|dlmopen|__libc_dl\w*)(?:@.*)?$")
 # In any case (MKL exports SGEMM, SGEMM_64, sgemm_64_, ...).
+# Also under a vendor's prefix: NumPy's bundled OpenBLAS exports scipy_cblas_sgemm64_.
 _BLAS = re.compile(
-    r"^(?:cblas_\w+|mkl_\w+|openblas_\w+|LAPACKE_\w+|dnnl_\w+"
+    r"^(?:[A-Za-z0-9]+_)?(?:cblas_\w+|mkl_\w+|openblas_\w+|LAPACKE_\w+|dnnl_\w+"
     r"|[sdcz](?:gemm|gemv|symm|syrk|trsm|trmm|axpy|dot[cu]?|scal|ger|gesv|getrf|getrs|potrf"
-    r"|geqrf|gesdd|syevd?|copy)(?:_batch|_64)*_?(?:_64)?_?)(?:@.*)?$",
+    r"|geqrf|gesdd|syevd?|copy)(?:_batch|_?64)*_?(?:_64)?_?)(?:@.*)?$",
     re.IGNORECASE,
 )
 # C functions libtorch_cpu exports that an extension may call: Sleef (ATen's inline vector

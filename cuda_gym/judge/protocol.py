@@ -171,6 +171,9 @@ class CandidateRequest:
         retime_baselines: Baselines timed again right after the candidate, in the same hold of
             the device, so that both see the same machine (the CPU's load and clocks drift
             between a cached baseline and a later candidate).
+        library_index: The judge's index of the machine's libraries (a sealed file of
+            cuda_gym.judge.library_copies): a library the runner builds or writes is the
+            solution's own code only when it is not a copy of one of them. None: not needed.
     """
 
     header: WorkerHeader
@@ -201,6 +204,7 @@ class CandidateRequest:
     first_call_extra_s: float = 10.0
     baselines_only: bool = False
     retime_baselines: list[str] = field(default_factory=list)
+    library_index: str | None = None
 
 
 @dataclass

@@ -94,6 +94,8 @@ def test_a_nested_kernel_file_may_include_its_folders_own_headers(where, line, a
         "dgesv_@LAPACK",
         "SGEMM",
         "sgemm_64_",
+        "scipy_cblas_sgemm64_",
+        "scipy_openblas_set_num_threads64_",
         "DGEMM_BATCH_64",
         "c10::impl::raw_local_dispatch_key_set",
         "TLS init function for c10::impl::raw_local_dispatch_key_set",

@@ -1,0 +1,48 @@
+"""A built library that is a copy of one of the machine's is found by its code pages."""
+
+import shutil
+from pathlib import Path
+
+import torch
+
+from cuda_gym.judge import library_copies
+from cuda_gym.judge.library_copies import build_index, code_pages, library_index
+
+LIBRARY = Path(torch.__file__).parent / "lib" / "libc10.so"
+
+
+def _trusted_root(tmp_path: Path) -> Path:
+    root = tmp_path / "trusted"
+    root.mkdir()
+    shutil.copyfile(LIBRARY, root / "libc10.so")
+    return root
+
+
+def test_a_renamed_patched_copy_is_found_and_honest_code_is_not(tmp_path):
+    root = _trusted_root(tmp_path)
+    index = library_index(tmp_path / "cache", [str(root)])
+    data = bytearray(LIBRARY.read_bytes())
+    data[data.find(b"libc10.so") : data.find(b"libc10.so") + 9] = b"blasx.so\0"  # a new soname
+    copy = index.copy_of(bytes(data))
+    assert copy is not None and copy.source == str(root / "libc10.so")
+    assert copy.pages == len(code_pages(LIBRARY.read_bytes())) and copy.shared >= copy.pages - 1
+    assert "blasx/blasx.so is a copy of" in copy.describe("blasx/blasx.so")
+    # Another library (the C++ runtime torch loads), a text file and a truncated ELF: no copy.
+    other = Path(torch.__file__).parent / "lib" / "libtorch_global_deps.so"
+    assert index.copy_of(other.read_bytes()) is None
+    assert index.copy_of(b"not an ELF file" * 1000) is None
+    assert index.copy_of(bytes(data[:64])) is None
+
+
+def test_the_index_is_sealed_in_the_cache_and_read_back(tmp_path):
+    root = _trusted_root(tmp_path)
+    path = library_copies.index_file(tmp_path / "cache", [str(root)])
+    library_copies._LOADED.clear()
+    assert library_copies.load_index(path).paths == [str(root / "libc10.so")]
+    library_copies._LOADED.clear()
+    stored = path.read_bytes()
+    middle = len(stored) // 2
+    altered = stored[:middle] + bytes([stored[middle] ^ 1]) + stored[middle + 1 :]
+    path.write_bytes(altered)  # not intact: not used
+    assert library_copies.load_index(path) is None
+    assert build_index([]).copy_of(LIBRARY.read_bytes()) is None
