@@ -43,6 +43,7 @@ import contextlib
 import functools
 import hashlib
 import importlib.util
+import os
 import re
 import shutil
 import struct
@@ -59,7 +60,7 @@ from cuda_gym.judge.fallback import ALLOWED_OPS
 from cuda_gym.judge.inline_build import is_extension_module
 from cuda_gym.judge.native_checks import _SYSTEM_ROOTS
 from cuda_gym.judge.verdict import ViolationKind, format_violation
-from cuda_gym.runtime.perf_sampling import Mapping, PerfSampler, Samples
+from cuda_gym.runtime.perf_sampling import Mapping, PerfSampler, Samples, process_tree
 
 MIN_SAMPLES = 5  # 10 ms of CPU time in someone else's compute ...
 MAX_SHARE = 0.05  # ... and a twentieth of the sampled time of forward's calls, or
@@ -67,6 +68,10 @@ CALL_SHARE = 0.25  # ... in calls where it is at least a quarter of the call's s
 # Work between forward's calls (a thread left computing slows every other judgement on the
 # machine): 100 ms of CPU time sampled outside the calls, OpenMP's waits aside.
 BETWEEN_SAMPLES = 50
+# The same on the CPU from the runner's whole CPU time (user and kernel, /proc), outside the
+# calls from its load on: an honest runner waits for its next call asleep (OpenMP's workers
+# spin a little after each call), and /proc counts in 10 ms ticks.
+OUTSIDE_CALLS_CPU_S = 1.0
 
 # Python's interpreter computing: most of forward's sampled time, and more per call than the
 # runner's own Python around a call (1-2.3 ms measured per call on the 2-core VM, honest
@@ -504,18 +509,40 @@ class CpuWatch:
     `window()` brackets a call of forward (`timed`: the sampler's thread then leaves the driver
     alone until it returns); `check()` attributes what was sampled in the windows so far and
     returns the violations they show. Raises PerfUnavailable from the start.
+
+    On the CPU it also reads the runner's whole CPU time, user and kernel, from /proc: after
+    `loaded()`, what the runner's processes spend outside forward's calls is work no call
+    asked for (the sampler sees user space only, and a thread that burns kernel time, mapping
+    and unmapping memory while the driver waits for the device, slows whoever times then).
     """
 
-    def __init__(self, pid: int, attributor: Attributor | None, period_ns: int = PERIOD_NS) -> None:
+    def __init__(
+        self,
+        pid: int,
+        attributor: Attributor | None,
+        period_ns: int = PERIOD_NS,
+        device: str = "cpu",
+    ) -> None:
         self.sampler = PerfSampler(pid, period_ns=period_ns, keep=attributor is not None)
         self.attributor = attributor
         self.total = Attribution()
         self._windows: list[tuple[int, int]] = []
         self._since: int | None = None  # the first call's start
+        self.pid = pid
+        self._accounts = attributor is not None and device == "cpu"
+        self._loaded_s: float | None = None
+        self._in_calls_s = 0.0
+        self.outside_s: float | None = None  # CPU seconds outside the calls, at the last check
+
+    def loaded(self) -> None:
+        """The runner has loaded the solution: its CPU time outside calls counts from now."""
+        if self._accounts:
+            self._loaded_s = tree_cpu_s(self.pid)
 
     @contextlib.contextmanager
     def window(self, timed: bool = False):
         """Count the samples taken while the block runs (one call of forward)."""
+        before = tree_cpu_s(self.pid) if self._loaded_s is not None else None
         if timed:
             self.sampler.quiet(True)
         start = time.monotonic_ns()
@@ -527,6 +554,8 @@ class CpuWatch:
             self._windows.append((start, time.monotonic_ns()))
             if timed:
                 self.sampler.quiet(False)
+            if before is not None:
+                self._in_calls_s += tree_cpu_s(self.pid) - before
 
     def check(self, own_calls: int = 0) -> list[str]:
         """Attribute the samples so far; the violations they show (`assess`).
@@ -538,11 +567,39 @@ class CpuWatch:
             return []
         self.total.add(self.attributor.attribute(samples, self._windows, self._since))
         self._windows = []
-        return assess(self.total, self.attributor.device, own_calls)
+        found = assess(self.total, self.attributor.device, own_calls)
+        if self._loaded_s is not None:
+            self.outside_s = max(0.0, tree_cpu_s(self.pid) - self._loaded_s - self._in_calls_s)
+            if self.outside_s >= OUTSIDE_CALLS_CPU_S:
+                found.append(
+                    format_violation(
+                        ViolationKind.ASYNC_WORK,
+                        f"the solution's processes used {self.outside_s:.1f} s of CPU time (user"
+                        " and kernel) outside forward's calls: no work may run outside a call "
+                        "(it slows other judgements)",
+                    )
+                )
+        return found
 
     def close(self) -> None:
         """Stop sampling."""
         self.sampler.close()
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds, user and kernel, of `pid` and its descendants (their reaped children too)."""
+    ticks = 0
+    for member in process_tree(pid):
+        try:
+            text = Path(f"/proc/{member}/stat").read_text()
+            fields = text[text.rindex(")") + 2 :].split()
+            ticks += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
+        except (OSError, ValueError, IndexError):
+            continue
+    return ticks / _CLOCK_TICKS
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @functools.lru_cache(maxsize=4096)

@@ -450,6 +450,8 @@ class Driver:
             raise CandidateFailed(ready.error)
         if candidate:
             self.result.weights_not_copied = ready.weights_not_copied
+        if served.watch is not None:
+            served.watch.loaded()
         if banned:
             # What the solution's process loaded, read from outside it: its own extensions
             # (kernels/ and load_inline's) may not call compute below the dispatcher.
@@ -488,7 +490,7 @@ class Driver:
                 device=self.device,
             )
         try:
-            served.watch = cpu_time.CpuWatch(served.link.proc.pid, attributor)
+            served.watch = cpu_time.CpuWatch(served.link.proc.pid, attributor, device=self.device)
         except PerfUnavailable as exc:
             if check:
                 self.result.cpu_time = {"error": str(exc)}
@@ -502,6 +504,8 @@ class Driver:
         violations = served.watch.check(served.own_calls)
         self.result.cpu_time = served.watch.total.summary()
         self.result.cpu_time["own_calls_per_forward"] = served.own_calls
+        if served.watch.outside_s is not None:
+            self.result.cpu_time["outside_calls_cpu_s"] = round(served.watch.outside_s, 3)
         if self.unsampled:
             self.result.cpu_time["unsampled_baselines"] = list(self.unsampled)
         served.violations += [v for v in violations if v not in served.violations]

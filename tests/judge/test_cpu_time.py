@@ -21,6 +21,7 @@ from cuda_gym.judge.cpu_time import (
     is_torch_compute,
     plt_ranges,
     torch_library_dir,
+    tree_cpu_s,
     virtual_address,
 )
 from cuda_gym.judge.inline_build import is_extension_module
@@ -421,3 +422,28 @@ def test_on_a_gpu_the_runners_poll_between_calls_is_not_async_work():
     polled.between.update(own=40)  # the solution's own code kept working
     (found,) = assess(polled, "cuda")
     assert found.startswith("async_work: ") and "own 55" in found
+
+
+def test_tree_cpu_counts_kernel_time_and_reaped_children():
+    """What the runner's processes spent, user and kernel, reaped children included (/proc)."""
+    burn = (
+        "import time\nzero = open('/dev/zero', 'rb')\nend = time.time() + 0.6\n"
+        "while time.time() < end:\n    zero.read(1 << 22)\n"
+    )
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import subprocess, sys, time\nsubprocess.run([sys.executable, '-c', {burn!r}])\n"
+            "print('done', flush=True)\ntime.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert parent.stdout.readline() == "done\n"
+        assert tree_cpu_s(parent.pid) >= 0.3
+        assert tree_cpu_s(2**22 + 12345) == 0.0  # no such process
+    finally:
+        parent.kill()
+        parent.wait()
