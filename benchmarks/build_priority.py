@@ -6,10 +6,12 @@ A single-threaded timing loop (a float matmul of --size, one intra-op thread, as
 times a call; 1024 takes ~13 ms on a 2-core VM, longer than a scheduler's time slice: calls
 much shorter than a slice keep their median beside anything, only their tail moves) is timed
 alone, then beside N compiles of a C++ file that includes torch/extension.h (what a busy
-judge runs most), started through `run_process` as the judge starts its builds: once at
-niceness 0 and once at +`JudgeConfig.build_nice`. Prints each phase's median, 90th percentile
-and maximum per iteration and the median's ratio to the loop alone, and writes them as JSON
-with --out. N defaults to the number of CPUs (a saturated host).
+judge runs most), started through `run_process` as the judge starts its builds (each in a
+session of its own: where the kernel groups tasks by session, autogroup, a scheduling group
+of its own): once at niceness 0 and once at +`JudgeConfig.build_nice`, each phase's compiles
+ended before the next. Prints each phase's median, 90th percentile and maximum per iteration
+and the median's ratio to the loop alone, and writes them as JSON with --out. N defaults to
+the number of CPUs (a saturated host).
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ def beside_compiles(count: int, nice: int, seconds: float, size: int, source: Pa
     time.sleep(2.0)  # the compilers past their start-up, into the headers
     samples = time_loop(seconds, size)
     stop.set()
+    for thread in threads:  # the next phase starts with none of these compiles left
+        thread.join()
     result = summary(samples)
     result["compiles_finished"] = len(done)
     result["compiles_ok"] = all(done)

@@ -205,19 +205,26 @@ def run_process(
 
 
 def niced(argv: Sequence[str], nice: int) -> list[str]:
-    """`argv` run through nice(1) at niceness +`nice` (as it is for 0, or without nice(1)).
+    """`argv` run at niceness +`nice`, its session's scheduling group too (as it is for 0).
 
-    Through the program, not `preexec_fn`: the judge starts children from many threads, and
-    `preexec_fn` is not safe there. Priority is a courtesy to the rest of the host (a build
-    beside a timing loop), never a limit: a missing nice(1) only logs.
+    run_process starts every child in a session of its own, and where the kernel groups tasks
+    by session (autogroup, `/proc/sys/kernel/sched_autogroup_enabled`) the CPU is shared
+    between the groups first: a task's own niceness then only orders it within its group. So
+    the child also lowers its group (`/proc/self/autogroup`; refused harmlessly where there is
+    none, or to a user changing one more often than the kernel allows). Through sh(1) and
+    nice(1), not `preexec_fn`: the judge starts children from many threads, where
+    `preexec_fn` is not safe. Priority is a courtesy to the rest of the host (a build beside a
+    timing loop), never a limit: without nice(1) the child runs as it is, and that is logged.
     """
     if nice <= 0:
         return list(argv)
-    tool = _nice_program()
-    if tool is None:
-        logger.debug("no nice(1) on PATH: %s runs at the judge's priority", argv[0])
+    tool, shell = _nice_program(), shutil.which("sh")
+    if tool is None or shell is None:
+        logger.debug("no nice(1) or sh(1) on PATH: %s runs at the judge's priority", argv[0])
         return list(argv)
-    return [tool, "-n", str(int(nice)), *argv]
+    level = str(int(nice))
+    script = f'echo {level} > /proc/self/autogroup 2>/dev/null; exec "$0" -n {level} "$@"'
+    return [shell, "-c", script, tool, *argv]
 
 
 def _nice_program() -> str | None:

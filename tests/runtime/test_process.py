@@ -131,6 +131,19 @@ def test_nice_lowers_the_child_and_what_it_starts():
     assert proc.stdout.split() == [str(min(19, mine + 7))] * 2
 
 
+def test_nice_lowers_the_childs_scheduling_group_where_the_kernel_has_one():
+    # run_process gives every child a session, and so an autogroup, of its own: the CPU is
+    # shared between the groups before niceness orders tasks inside one.
+    if not os.path.exists("/proc/self/autogroup"):
+        pytest.skip("no autogroup scheduling in this kernel")
+    if os.geteuid() != 0:
+        pytest.skip("the kernel lets a user change an autogroup's niceness once per 100 ms")
+    code = "print(open('/proc/self/autogroup').read().split()[-1])"
+    proc = run_process([sys.executable, "-c", code], timeout_s=30, nice=7)
+    assert proc.ok, proc.stderr
+    assert proc.stdout.strip() == "7"
+
+
 def test_nice_zero_and_a_missing_program_keep_their_behaviour(monkeypatch):
     from cuda_gym.runtime import process
 
