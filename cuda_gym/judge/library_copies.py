@@ -7,7 +7,7 @@ extension module would otherwise pass off BLAS's compute as the solution's. A co
 copied library's machine code: its executable pages are byte for byte the original's, whatever
 strings (names, sonames) were patched elsewhere in the file. So every executable page of the
 libraries under the trusted trees (the system's library folders, this Python's prefixes and
-every `sys.path` folder) is hashed once into an index, and a built library whose code pages
+site-packages folders) is hashed once into an index, and a built library whose code pages
 are mostly found there, in one library, is that library's copy.
 
 The index lives in the judge's cache (`library_pages/`, written by trusted processes only and
@@ -24,6 +24,7 @@ import hashlib
 import json
 import mmap
 import os
+import site
 import struct
 import sys
 from dataclasses import dataclass
@@ -121,17 +122,31 @@ class LibraryIndex:
 
 
 def trusted_roots() -> list[str]:
-    """The folders whose libraries count as the machine's (a solution can read, not write)."""
+    """The folders whose libraries count as the machine's (a solution can read, not write).
+
+    The system's library folders, this Python's prefixes and its site-packages folders: not
+    every `sys.path` entry (the current folder is one, and under /tmp it would hold other
+    judgements' builds, which a later identical build would then seem to copy).
+    """
     roots = {*SYSTEM_LIBRARY_DIRS, sys.prefix, sys.base_prefix, sys.exec_prefix}
-    roots.update(p for p in sys.path if p and os.path.isdir(p))
-    return sorted(str(Path(r).resolve()) for r in roots if os.path.isdir(r))
+    with contextlib.suppress(AttributeError):  # (site's functions are missing in a few venvs)
+        roots.update(site.getsitepackages())
+        roots.add(site.getusersitepackages())
+    roots.update(p for p in sys.path if p and Path(p).name in ("site-packages", "dist-packages"))
+    return sorted({str(Path(r).resolve()) for r in roots if os.path.isdir(r)})
 
 
-def _libraries(roots: list[str]) -> list[tuple[str, int, int]]:
-    """(path, size, mtime_ns) of each shared object under `roots` (each file once)."""
+def _libraries(roots: list[str], skip: tuple[str, ...] = ()) -> list[tuple[str, int, int]]:
+    """(path, size, mtime_ns) of each shared object under `roots` (each file once).
+
+    Folders under `skip` (the judge's cache, where solutions' builds are kept) are left out.
+    """
+    skip = tuple(str(Path(p).resolve()) for p in skip)
     seen: dict[tuple[int, int], tuple[str, int, int]] = {}
     for root in roots:
-        for folder, _dirs, names in os.walk(root):
+        for folder, dirs, names in os.walk(root):
+            if skip:
+                dirs[:] = [d for d in dirs if not os.path.join(folder, d).startswith(skip)]
             for name in names:
                 if ".so" not in name:
                     continue
@@ -182,7 +197,7 @@ def index_file(cache_dir: Path, roots: list[str] | None = None) -> Path:
 
 @functools.lru_cache(maxsize=4)
 def _index_file(cache_dir: Path, roots: tuple[str, ...]) -> Path:
-    libraries = _libraries(list(roots))
+    libraries = _libraries(list(roots), skip=(str(cache_dir),))
     key = hashlib.sha256(json.dumps([INDEX_VERSION, roots, libraries]).encode()).hexdigest()
     folder = cache_dir / INDEX_FOLDER
     folder.mkdir(parents=True, exist_ok=True)

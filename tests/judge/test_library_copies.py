@@ -46,3 +46,15 @@ def test_the_index_is_sealed_in_the_cache_and_read_back(tmp_path):
     path.write_bytes(altered)  # not intact: not used
     assert library_copies.load_index(path) is None
     assert build_index([]).copy_of(LIBRARY.read_bytes()) is None
+
+
+def test_trusted_trees_are_the_systems_and_pythons_not_the_current_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(library_copies.sys, "path", [str(tmp_path), "", *library_copies.sys.path])
+    roots = library_copies.trusted_roots()
+    assert str(tmp_path) not in roots and "/usr/lib" in roots
+    # The judge's cache (solutions' builds) is never walked, even under a trusted tree.
+    root = _trusted_root(tmp_path)
+    (root / "cache").mkdir()
+    shutil.copyfile(LIBRARY, root / "cache" / "built.so")
+    found = [p for p, *_ in library_copies._libraries([str(root)], skip=(str(root / "cache"),))]
+    assert found == [str(root / "libc10.so")]
