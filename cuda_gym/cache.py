@@ -20,6 +20,7 @@ CACHE_KINDS: dict[str, tuple[str, str]] = {
     "pch": ("builds", "precompiled torch headers"),
     "inline_builds": ("builds", "extensions that solutions build with load_inline, by source"),
     "inline": ("builds", "torch extensions built by the judge's own workers"),
+    "library_pages": ("builds", "code-page index of the machine's libraries (copy check)"),
     "inductor": ("all", "torch.compile (inductor) caches of the baselines"),
     "hf": ("all", "task sets downloaded from Hugging Face"),
 }
