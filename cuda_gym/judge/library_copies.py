@@ -4,11 +4,12 @@ The judge counts a library as the solution's own code (cuda_gym.judge.cpu_time) 
 stage or its runner produced it, and those run the solution's code: an import that copies a
 BLAS library (a system one, NumPy's OpenBLAS) beside its extension and renames it like an
 extension module would otherwise pass off BLAS's compute as the solution's. A copy keeps the
-copied library's machine code: its executable pages are byte for byte the original's, whatever
-strings (names, sonames) were patched elsewhere in the file. So every executable page of the
-libraries under the trusted trees (the system's library folders, this Python's prefixes and
-site-packages folders) is hashed once into an index, and a built library whose code pages
-are mostly found there, in one library, is that library's copy.
+copied library's machine code at the same file offsets, whatever strings (names, sonames) were
+patched elsewhere in the file. So the code of every library under the trusted trees (the
+system's library folders, this Python's prefixes and site-packages folders) is hashed once
+into an index, a 256-byte block per KiB, and a built library many of whose blocks are one
+library's is that library's copy (patching the padding between functions changes a few
+blocks, not the ones inside long functions).
 
 The index lives in the judge's cache (`library_pages/`, written by trusted processes only and
 sealed with the cache's HMAC key), keyed by the path, size and modification time of every
@@ -34,24 +35,28 @@ import numpy as np
 
 from cuda_gym.judge.baselines import integrity_key, seal, unseal
 
-PAGE = 4096
-# A built library is a copy when this share of its code pages (and at least MIN_PAGES of
-# them) is one trusted library's code. Honest extensions share none: a page of machine code
-# compiled elsewhere, at the same file offset alignment, never matches by chance; pages of one
-# repeated byte (padding) are left out.
-COPY_SHARE = 0.5
-MIN_PAGES = 4
-INDEX_VERSION = "v1"
+BLOCK = 256  # bytes of code hashed together
+INDEX_STRIDE = 1024  # the index keeps one block per KiB of each trusted library's code
+# A built library is a copy when this many of its blocks are one trusted library's, and this
+# share of them (a whole copy shows about a quarter: the index keeps one block in four). An
+# honest extension shares a few blocks with some library (PLT stubs are the same bytes in
+# every library: up to 13 seen, ~1 %); blocks of one repeated word are left out.
+MIN_BLOCKS = 64
+COPY_SHARE = 0.05
+INDEX_VERSION = "v2"
 INDEX_FOLDER = "library_pages"
 _PT_LOAD, _PF_X = 1, 1
 # Folders whose shared objects the sandbox can read and a solution could copy.
 SYSTEM_LIBRARY_DIRS = ("/usr/lib", "/usr/lib64", "/usr/local", "/lib", "/lib64", "/opt")
+# Fixed multipliers of the block hash (the index on disk must mean the same in every process).
+_LANES = np.random.default_rng(20261205).integers(1, 2**63, size=BLOCK // 8, dtype=np.uint64)
+_LANES |= np.uint64(1)
 
 
-def code_pages(data: bytes | mmap.mmap) -> np.ndarray:
-    """64-bit hashes of the whole pages of an ELF file's executable segments (none if not ELF)."""
+def _executable_ranges(data: bytes | mmap.mmap) -> list[tuple[int, int]]:
+    """[start, end) file offsets of a 64-bit little-endian ELF file's executable segments."""
     if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-        return np.empty(0, dtype=np.uint64)  # only 64-bit little-endian ELF (x86_64, aarch64)
+        return []
     phoff = struct.unpack_from("<Q", data, 0x20)[0]
     entsize, count = struct.unpack_from("<HH", data, 0x36)
     found = []
@@ -61,16 +66,36 @@ def code_pages(data: bytes | mmap.mmap) -> np.ndarray:
             break
         p_type, p_flags, p_offset = struct.unpack_from("<IIQ", data, at)
         p_filesz = struct.unpack_from("<Q", data, at + 32)[0]
-        if p_type != _PT_LOAD or not p_flags & _PF_X:
+        if p_type == _PT_LOAD and p_flags & _PF_X:
+            found.append((p_offset, min(len(data), p_offset + p_filesz)))
+    return found
+
+
+def code_blocks(data: bytes | mmap.mmap, stride: int = BLOCK) -> np.ndarray:
+    """Hashes of the BLOCK-byte blocks at `stride`-aligned file offsets of an ELF file's code.
+
+    Sorted and unique; none for a file that is not a 64-bit little-endian ELF object. Copying
+    a library keeps its code at the same file offsets (the loader maps whole pages), and no
+    patch of padding bytes can touch every block of its long functions.
+    """
+    found = []
+    for start, end in _executable_ranges(data):
+        start = -(-start // stride) * stride
+        count = (end - start) // stride
+        if count <= 0:
             continue
-        end = min(len(data), p_offset + p_filesz)
-        for start in range(-(-p_offset // PAGE) * PAGE, end - PAGE + 1, PAGE):
-            page = data[start : start + PAGE]
-            if page.count(page[:1]) == PAGE:
-                continue
-            digest = hashlib.blake2b(page, digest_size=8).digest()
-            found.append(int.from_bytes(digest, "little"))
-    return np.unique(np.array(found, dtype=np.uint64))
+        words = np.frombuffer(data, dtype=np.uint64, count=count * stride // 8, offset=start)
+        block = words.reshape(count, stride // 8)[:, : BLOCK // 8]
+        plain = (block == block[:, :1]).all(axis=1)
+        with np.errstate(over="ignore"):
+            hashed = np.bitwise_xor.reduce(block * _LANES, axis=1)
+            hashed ^= hashed >> np.uint64(29)
+            hashed *= np.uint64(0xBF58476D1CE4E5B9)
+            hashed ^= hashed >> np.uint64(32)
+        found.append(hashed[~plain])
+    if not found:
+        return np.empty(0, dtype=np.uint64)
+    return np.unique(np.concatenate(found))
 
 
 @dataclass(frozen=True)
@@ -78,16 +103,19 @@ class Copy:
     """A built library found to be a trusted library's copy."""
 
     source: str  # the trusted library's path
-    shared: int  # code pages found in it
-    pages: int  # code pages of the built library
+    shared: int  # blocks of the built library's code found in it
+    blocks: int  # blocks of the built library's code
 
     def describe(self, name: str) -> str:
         """One line saying that `name` is this copy."""
-        return f"{name} is a copy of {self.source} ({self.shared} of its {self.pages} code pages)"
+        return (
+            f"{name} is a copy of {self.source} ({self.shared} of its {self.blocks} blocks of code"
+            " are that library's)"
+        )
 
 
 class LibraryIndex:
-    """Code-page hashes of the trusted trees' libraries, and which library each came from."""
+    """Code-block hashes of the trusted trees' libraries, and which library each came from."""
 
     def __init__(self, hashes: np.ndarray, owners: np.ndarray, paths: list[str]) -> None:
         order = np.argsort(hashes, kind="stable")
@@ -97,20 +125,20 @@ class LibraryIndex:
 
     def copy_of(self, data: bytes | mmap.mmap) -> Copy | None:
         """The trusted library `data` (a shared object's bytes) copies, or None."""
-        pages = code_pages(data)
-        if len(pages) < MIN_PAGES or not len(self.hashes):
+        blocks = code_blocks(data)
+        if len(blocks) < MIN_BLOCKS or not len(self.hashes):
             return None
-        at = np.searchsorted(self.hashes, pages)
+        at = np.searchsorted(self.hashes, blocks)
         at[at >= len(self.hashes)] = 0
-        hit = self.hashes[at] == pages
+        hit = self.hashes[at] == blocks
         if not hit.any():
             return None
         owners, counts = np.unique(self.owners[at[hit]], return_counts=True)
         best = int(np.argmax(counts))
         shared = int(counts[best])
-        if shared < MIN_PAGES or shared < COPY_SHARE * len(pages):
+        if shared < MIN_BLOCKS or shared < COPY_SHARE * len(blocks):
             return None
-        return Copy(self.paths[int(owners[best])], shared, len(pages))
+        return Copy(self.paths[int(owners[best])], shared, len(blocks))
 
     def copy_of_file(self, path: Path) -> Copy | None:
         """`copy_of` for a file (read-only, by mapping it)."""
@@ -153,24 +181,24 @@ def _libraries(roots: list[str], skip: tuple[str, ...] = ()) -> list[tuple[str, 
                 path = os.path.join(folder, name)
                 with contextlib.suppress(OSError):
                     st = os.stat(path)
-                    if st.st_size >= MIN_PAGES * PAGE and os.path.isfile(path):
+                    if st.st_size >= MIN_BLOCKS * BLOCK and os.path.isfile(path):
                         seen.setdefault((st.st_dev, st.st_ino), (path, st.st_size, st.st_mtime_ns))
     return sorted(seen.values())
 
 
 def build_index(libraries: list[tuple[str, int, int]]) -> LibraryIndex:
-    """Hash every code page of `libraries` (unreadable or non-ELF files are skipped)."""
+    """Hash the code of `libraries`, a block per KiB (unreadable or non-ELF files are skipped)."""
     hashes, owners, paths = [], [], []
     for path, _size, _mtime in libraries:
         try:
             with open(path, "rb") as handle:
                 with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                    pages = code_pages(data)
+                    blocks = code_blocks(data, INDEX_STRIDE)
         except (OSError, ValueError):
             continue
-        if len(pages):
-            hashes.append(pages)
-            owners.append(np.full(len(pages), len(paths), dtype=np.uint32))
+        if len(blocks):
+            hashes.append(blocks)
+            owners.append(np.full(len(blocks), len(paths), dtype=np.uint32))
             paths.append(path)
     if not hashes:
         return LibraryIndex(np.empty(0, np.uint64), np.empty(0, np.uint32), [])

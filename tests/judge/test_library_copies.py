@@ -6,7 +6,7 @@ from pathlib import Path
 import torch
 
 from cuda_gym.judge import library_copies
-from cuda_gym.judge.library_copies import build_index, code_pages, library_index
+from cuda_gym.judge.library_copies import build_index, code_blocks, library_index
 
 LIBRARY = Path(torch.__file__).parent / "lib" / "libc10.so"
 
@@ -23,9 +23,13 @@ def test_a_renamed_patched_copy_is_found_and_honest_code_is_not(tmp_path):
     index = library_index(tmp_path / "cache", [str(root)])
     data = bytearray(LIBRARY.read_bytes())
     data[data.find(b"libc10.so") : data.find(b"libc10.so") + 9] = b"blasx.so\0"  # a new soname
+    for start, end in library_copies._executable_ranges(bytes(data)):
+        for at in range(start + 100, end, 3000):  # and a byte changed every 3000 of its code
+            data[at] ^= 0xFF
     copy = index.copy_of(bytes(data))
     assert copy is not None and copy.source == str(root / "libc10.so")
-    assert copy.pages == len(code_pages(LIBRARY.read_bytes())) and copy.shared >= copy.pages - 1
+    assert copy.blocks >= len(code_blocks(LIBRARY.read_bytes()))  # patched blocks: new ones
+    assert copy.shared >= 0.2 * copy.blocks  # the index keeps a block in four
     assert "blasx/blasx.so is a copy of" in copy.describe("blasx/blasx.so")
     # Another library (the C++ runtime torch loads), a text file and a truncated ELF: no copy.
     other = Path(torch.__file__).parent / "lib" / "libtorch_global_deps.so"
