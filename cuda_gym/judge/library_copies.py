@@ -118,9 +118,9 @@ class LibraryIndex:
     """Code-block hashes of the trusted trees' libraries, and which library each came from."""
 
     def __init__(self, hashes: np.ndarray, owners: np.ndarray, paths: list[str]) -> None:
-        order = np.argsort(hashes, kind="stable")
-        self.hashes = hashes[order]
-        self.owners = owners[order]
+        """`hashes` sorted (as `build_index` makes them, and the file keeps them)."""
+        self.hashes = hashes
+        self.owners = owners
         self.paths = paths
 
     def copy_of(self, data: bytes | mmap.mmap) -> Copy | None:
@@ -202,7 +202,9 @@ def build_index(libraries: list[tuple[str, int, int]]) -> LibraryIndex:
             paths.append(path)
     if not hashes:
         return LibraryIndex(np.empty(0, np.uint64), np.empty(0, np.uint32), [])
-    return LibraryIndex(np.concatenate(hashes), np.concatenate(owners), paths)
+    hashes, owners = np.concatenate(hashes), np.concatenate(owners)
+    order = np.argsort(hashes, kind="stable")
+    return LibraryIndex(hashes[order], owners[order], paths)
 
 
 def library_index(cache_dir: Path, roots: list[str] | None = None) -> LibraryIndex:
