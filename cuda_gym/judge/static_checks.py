@@ -74,7 +74,6 @@ NATIVE_FORBIDDEN_TOKENS = (
     # StashTorchDispatchModeGuard, ThreadLocalStateGuard, RestorePythonTLSSnapshot, ...
     "TorchDispatch",
     "torch_dispatch",
-    "DispatchMode",
     "DisableTorchFunction",
     "disable_torch_function",
     "ThreadLocalState",
@@ -99,8 +98,6 @@ NATIVE_FORBIDDEN_TOKENS = (
     # raw dispatch-key TLS; RecordFunction (what observes ATen's calls) switched off.
     "c10::Dispatcher",
     "Dispatcher::singleton",
-    "findSchema",
-    "findOp",
     "OperatorHandle",
     "raw_local_dispatch_key_set",
     "LocalDispatchKeySet",
@@ -108,6 +105,12 @@ NATIVE_FORBIDDEN_TOKENS = (
     "RecordFunctionGuard",
     "clearCallbacks",
     "aoti_torch_",
+)
+
+# Names that honest code also uses inside its own words (an `enum class DispatchMode`, a
+# `findOptimalChunk`): matched as whole identifiers, or as part of torch's compound names.
+_NATIVE_FORBIDDEN_WORDS = re.compile(
+    r"\b(?:findOp|findSchema|findSchemaOrThrow)\b|\w*(?:\wDispatchMode|DispatchMode\w)\w*"
 )
 
 # Token pasting makes identifiers the scan above never sees (`Exclude##DispatchKeyGuard`), from
@@ -513,7 +516,10 @@ def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
     for name, raw in sources.items():
         text = preprocess(raw)
         for lineno, line in enumerate(text.splitlines(), 1):
-            token = next((t for t in NATIVE_FORBIDDEN_TOKENS if t in line), None)
+            word = _NATIVE_FORBIDDEN_WORDS.search(line)
+            token = next((t for t in NATIVE_FORBIDDEN_TOKENS if t in line), None) or (
+                word and word.group()
+            )
             if token:
                 found.append(
                     StaticViolation(
@@ -794,7 +800,7 @@ def _bound_names(tree: ast.Module) -> set[str]:
 
 
 def _check_attributes(mod: _Module) -> Iterator[StaticViolation]:
-    formatted = _formatted_self_dicts(mod.tree) | _class_names(mod.tree)
+    formatted = _formatted_self_dicts(mod.tree) | _class_names(mod.tree) | _alignments(mod.tree)
     for node in ast.walk(mod.tree):
         if isinstance(node, ast.Attribute) and node.attr in _ATTRIBUTE_RULES:
             if id(node) not in formatted:
@@ -838,6 +844,33 @@ def _class_names(tree: ast.Module) -> set[int]:
             and node.args[0].value.id == node.args[1].id
         ):
             found.add(id(node.args[0]))
+    return found
+
+
+# `x.data_ptr() % 16` and `x.data_ptr() & 15` tell an alignment (which kernel may load
+# vectors), not which tensor it is: moduli up to a page take no more than a few values.
+_ALIGNMENT_LIMIT = 4096
+
+
+def _alignments(tree: ast.Module) -> set[int]:
+    """The `x.data_ptr` nodes whose pointer is only read for its alignment."""
+    found = set()
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, (ast.Mod, ast.BitAnd))
+            and isinstance(node.left, ast.Call)
+            and not node.left.args
+            and not node.left.keywords
+            and isinstance(node.left.func, ast.Attribute)
+            and node.left.func.attr == "data_ptr"
+            and isinstance(node.right, ast.Constant)
+            and type(node.right.value) is int
+        ):
+            continue
+        limit = node.right.value + isinstance(node.op, ast.BitAnd)
+        if 0 < limit <= _ALIGNMENT_LIMIT:
+            found.add(id(node.left.func))
     return found
 
 

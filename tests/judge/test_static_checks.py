@@ -460,6 +460,12 @@ def test_static_violation_is_frozen():
         ("def forward(self, x, memo={}):\n    return x\n", [("global_state", 1)]),
         ("def f(x, *, seen=set()):\n    return x\n", [("global_state", 1)]),
         ("def f(x, memo=None, shape=(1, 2)):\n    return x\n", []),
+        # A pointer read for its alignment only; any other use of it stays refused.
+        ("def f(x):\n    return x.data_ptr() % 16 == 0 and x.data_ptr() & 15 == 0\n", []),
+        ("def f(x):\n    return x.data_ptr() % 65536\n", [("global_state", 2)]),
+        ("def f(x):\n    return x.data_ptr() & 0xFFFFFF\n", [("global_state", 2)]),
+        ("def f(x, n):\n    return x.data_ptr() % n\n", [("global_state", 2)]),
+        ("def f(x):\n    return x.data_ptr() // 16\n", [("global_state", 2)]),
     ],
 )
 def test_private_apis_and_mutable_defaults(source, expected):
@@ -478,6 +484,25 @@ def test_native_sources_may_not_touch_dispatch_keys():
     assert [(v.rule, v.line) for v in found] == [("dispatcher_bypass", 3)]
     assert "kernels/k.cpp" in found[0].message
     assert string_constants("x = 'a'\ny = f('b')\n") == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("line", "token"),
+    [
+        ("enum class DispatchMode { kRows, kCols };", None),
+        ("int findOptimalChunk(int n) { return n / 4; }", None),
+        ("bool findSchemaLike = false;", None),
+        ("auto op = dispatcher.findOp(name);", "findOp"),
+        ("auto s = d->findSchemaOrThrow(\"aten::mm\", \"\");", "findSchemaOrThrow"),
+        ("at::tracer::impl::NoTracerDispatchMode guard;", "NoTracerDispatchMode"),
+        ("auto k = DispatchModeKey::PROXY;", "DispatchModeKey"),
+    ],
+)
+def test_native_words_match_whole_identifiers(line, token):
+    from cuda_gym.judge.static_checks import check_native_sources
+
+    found = check_native_sources({"kernels/k.cu": line})
+    assert [v.message.split("`")[1] for v in found] == ([token] if token else [])
 
 
 EXTERNAL_STYLE_SOLUTION = """\
