@@ -43,7 +43,6 @@ import contextlib
 import functools
 import hashlib
 import importlib.util
-import os
 import re
 import shutil
 import struct
@@ -60,7 +59,12 @@ from cuda_gym.judge.fallback import ALLOWED_OPS
 from cuda_gym.judge.inline_build import is_extension_module
 from cuda_gym.judge.native_checks import _SYSTEM_ROOTS
 from cuda_gym.judge.verdict import ViolationKind, format_violation
-from cuda_gym.runtime.perf_sampling import Mapping, PerfSampler, Samples, process_tree
+from cuda_gym.runtime.perf_sampling import (
+    Mapping,
+    PerfSampler,
+    Samples,
+    tree_cpu_s,
+)
 
 MIN_SAMPLES = 5  # 10 ms of CPU time in someone else's compute ...
 MAX_SHARE = 0.05  # ... and a twentieth of the sampled time of forward's calls, or
@@ -584,22 +588,6 @@ class CpuWatch:
     def close(self) -> None:
         """Stop sampling."""
         self.sampler.close()
-
-
-def tree_cpu_s(pid: int) -> float:
-    """CPU seconds, user and kernel, of `pid` and its descendants (their reaped children too)."""
-    ticks = 0
-    for member in process_tree(pid):
-        try:
-            text = Path(f"/proc/{member}/stat").read_text()
-            fields = text[text.rindex(")") + 2 :].split()
-            ticks += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
-        except (OSError, ValueError, IndexError):
-            continue
-    return ticks / _CLOCK_TICKS
-
-
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @functools.lru_cache(maxsize=4096)

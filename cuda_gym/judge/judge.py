@@ -975,6 +975,9 @@ def _add_worker_stages(verdict: Verdict, role: str, result: dict) -> None:
     cpu = result.get("cpu_s")
     if type(cpu) in (int, float) and 0 <= cpu < 1e7:
         verdict.flags.setdefault(Flag.WORKER_CPU_S, {})[role] = round(float(cpu), 3)
+    for stage, seconds in (result.get("stage_cpu_s") or {}).items():
+        if type(seconds) in (int, float) and 0 <= seconds < 1e7:
+            verdict.flags.setdefault(Flag.WORKER_CPU_S, {})[f"{role}.{stage}"] = seconds
 
 
 def _device_peak(report) -> dict | None:

@@ -317,6 +317,7 @@ class CandidateResult:
         stage_s: Seconds per stage.
         device_peak: The driver's peak GPU memory (allocated, reserved bytes).
         cpu_s: Host CPU seconds of the driver and the runners it waited for.
+        stage_cpu_s: Host CPU seconds per stage of the driver and its runners, live or reaped.
         cpu_time: On the CPU, where forward's sampled CPU time went
             (`cuda_gym.judge.cpu_time.Attribution.summary`), or {"error": why not sampled}.
         memory_short: The candidate failed with an out-of-memory error and, with its runner
@@ -346,6 +347,7 @@ class CandidateResult:
     stage_s: dict[str, float] = field(default_factory=dict)
     device_peak: dict[str, int] | None = None
     cpu_s: float | None = None
+    stage_cpu_s: dict[str, float] = field(default_factory=dict)
     cpu_time: dict[str, typing.Any] | None = None
     memory_short: bool = False
 

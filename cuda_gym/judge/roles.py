@@ -19,6 +19,8 @@ import time
 import traceback
 from pathlib import Path
 
+from cuda_gym.runtime.perf_sampling import tree_cpu_s
+
 STAGE_FILE_SUFFIX = ".stage"
 
 
@@ -31,6 +33,9 @@ class Reporter:
         self.stage = "start"
         self.started = time.monotonic()
         self.stage_s: dict[str, float] = {}
+        # Host CPU seconds by stage: this worker, its runners and compilers, live or reaped.
+        self.stage_cpu_s: dict[str, float] = {}
+        self.cpu_started = tree_cpu_s(os.getpid())
 
     def enter(self, stage: str) -> None:
         """Close the current stage and enter `stage`."""
@@ -42,12 +47,17 @@ class Reporter:
         now = time.monotonic()
         self.stage_s[self.stage] = round(self.stage_s.get(self.stage, 0.0) + now - self.started, 4)
         self.started = now
+        cpu = tree_cpu_s(os.getpid())
+        spent = self.stage_cpu_s.get(self.stage, 0.0) + cpu - self.cpu_started
+        self.stage_cpu_s[self.stage] = round(spent, 3)
+        self.cpu_started = cpu
 
     def finish(self, result: dict) -> None:
         """Write `result` (a dict) with the stage, stage times and peak memory added."""
         self._close_stage()
         result.setdefault("stage", self.stage)
         result.setdefault("stage_s", self.stage_s)
+        result.setdefault("stage_cpu_s", self.stage_cpu_s)
         result.setdefault("device_peak", device_peak())
         result.setdefault("cpu_s", cpu_seconds())
         tmp = self.result_path.with_suffix(".tmp")

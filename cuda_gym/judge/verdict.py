@@ -114,7 +114,8 @@ class Flag(_NamedEnum):
             (added to its time; see TimingStats.finish_ms).
         DEVICE_PEAK_BYTES: Peak GPU memory ("allocated", "reserved" bytes) by worker role.
         WORKER_CPU_S: Host CPU seconds by worker role, its runners and compilers included (for
-            a zygote's child, from its fork; what the machine's cores spent on this judgement).
+            a zygote's child, from its fork; what the machine's cores spent on this judgement),
+            and by "role.stage".
         SIDE_WORK: The L2 flush before the timed calls ran slower than alone: other work was on
             the GPU ({"flush_ms", "flush_excess_ms"}).
         PROFILE_MISMATCH: The profiled kernel time is far from the measured time

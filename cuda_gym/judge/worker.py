@@ -161,7 +161,7 @@ def _run_role(role: str, data: dict, rep: Reporter) -> None:
         driver.close_early()
     result.stage_s = {}  # the reporter adds its own
     out = dataclasses.asdict(result)
-    del out["stage_s"], out["device_peak"], out["cpu_s"]
+    del out["stage_s"], out["stage_cpu_s"], out["device_peak"], out["cpu_s"]
     rep.finish(out)
 
 

@@ -144,6 +144,22 @@ def process_tree(pid: int) -> list[int]:
     return found
 
 
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds, user and kernel, of `pid` and its descendants (their reaped children too)."""
+    ticks = 0
+    for member in process_tree(pid):
+        try:
+            text = Path(f"/proc/{member}/stat").read_text()
+            fields = text[text.rindex(")") + 2 :].split()
+            ticks += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
+        except (OSError, ValueError, IndexError):
+            continue
+    return ticks / _CLOCK_TICKS
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
 class PerfSampler:
     """Samples process `pid`, its descendants and everything they start (see the module doc).
 

@@ -21,11 +21,10 @@ from cuda_gym.judge.cpu_time import (
     is_torch_compute,
     plt_ranges,
     torch_library_dir,
-    tree_cpu_s,
     virtual_address,
 )
 from cuda_gym.judge.inline_build import is_extension_module
-from cuda_gym.runtime.perf_sampling import Mapping, Samples, executable_maps
+from cuda_gym.runtime.perf_sampling import Mapping, Samples, executable_maps, tree_cpu_s
 
 
 @pytest.mark.parametrize(

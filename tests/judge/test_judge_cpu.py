@@ -45,7 +45,11 @@ def test_correct_kernel_is_accepted_with_timings(judge, task, tmp_path):
     # No GPU memory was used, so no peak is reported.
     assert "device_peak_bytes" not in verdict.flags
     # The host CPU each worker role spent, its runners included (a runner imports torch).
-    assert verdict.flags["worker_cpu_s"]["candidate"] > 0.5
+    cpu = verdict.flags["worker_cpu_s"]
+    assert cpu["candidate"] > 0.5
+    # ... and by stage, which add up to about the same.
+    by_stage = sum(s for role, s in cpu.items() if role.startswith("candidate."))
+    assert cpu["candidate.load"] > 0 and abs(by_stage - cpu["candidate"]) < 0.2 * cpu["candidate"]
     # On the CPU, eager is timed again right after the candidate; its time makes the speedup.
     again = verdict.flags["baselines_retimed"]
     assert list(again) == ["eager"] and again["eager"]["now_ms"] == verdict.time_ms["eager"] > 0
