@@ -619,7 +619,10 @@ def print_level(level: dict) -> None:
         f"      host cpu busy {cpu.get('busy_fraction')} (1 s intervals: p50"
         f" {cpu.get('interval_p50')}, >= 90 % busy {cpu.get('saturated_share')});"
         " worker cpu s (total, p50): "
-        + ", ".join(f"{k} {v['total']} ({v['p50']})" for k, v in roles.items())
+        + ", ".join(
+            f"{k} {v['total']} ({v['p50']})"
+            for k, v in sorted(roles.items(), key=lambda kv: -kv[1]["total"])[:12]
+        )
     )
     programs = cpu.get("by_program_s") or {}
     if programs:

@@ -39,8 +39,8 @@ RULES: dict[str, str] = {
     "op_registration": "No torch.library, torch.ops.load_library, or cpp_extension builds with "
     "is_python_module=False or **kwargs.",
     "global_state": "No state across calls: no global/nonlocal, no mutation of module-level "
-    "objects in functions, no stores on self in forward, no data_ptr(), no argument caches, "
-    "no mutable default arguments.",
+    "objects in functions, no stores on self in forward, no data_ptr() (but its alignment, "
+    "`x.data_ptr() % 16`), no argument caches, no mutable default arguments.",
     "private_api": "No private torch APIs (any `torch...._name` path, e.g. torch._C or "
     "torch.utils._python_dispatch): they reach the harness's dispatcher and internals.",
     "process_control": "No process, signal, exit or file-descriptor control through os (system, "
