@@ -72,6 +72,12 @@ CALL_SHARE = 0.25  # ... in calls where it is at least a quarter of the call's s
 # Work between forward's calls (a thread left computing slows every other judgement on the
 # machine): 100 ms of CPU time sampled outside the calls, OpenMP's waits aside.
 BETWEEN_SAMPLES = 50
+# On the CPU, forward is refused as kernel-free when at least MOVE_MIN_SAMPLES are sampled after
+# its first call, MOVE_SHARE of them in PyTorch's non-compute code (allowed ops, dispatch) and
+# at most OWN_MIN_SHARE in the solution's own.
+MOVE_MIN_SAMPLES = 20
+MOVE_SHARE = 0.5
+OWN_MIN_SHARE = 0.02
 # The same on the CPU from the runner's whole CPU time (user and kernel, /proc), outside the
 # calls from its load on: an honest runner waits for its next call asleep (OpenMP's workers
 # spin a little after each call), and /proc counts in 10 ms ticks.
@@ -266,6 +272,9 @@ class Attribution:
     first_call: Counter = field(default_factory=Counter)  # the very first call's, by place
     has_first_call: bool = False  # the very first call is among the windows
     first_dominated: int = 0  # of `dominated`, the very first call's
+    # After the first call: samples in PyTorch's own code that is not compute (the allowed
+    # copy, fill and view ops, dispatch, allocation).
+    torch_runtime: int = 0
 
     @property
     def total(self) -> int:
@@ -288,11 +297,13 @@ class Attribution:
         self.first_call.update(other.first_call)
         self.has_first_call = self.has_first_call or other.has_first_call
         self.first_dominated += other.first_dominated
+        self.torch_runtime += other.torch_runtime
 
     def summary(self) -> dict:
         """Counts by place, lost samples and the top bad names (the verdict's flag)."""
         report = {p: self.counts[p] for p in (*PLACES, "idle")}
         report["lost"] = self.lost
+        report["torch_runtime"] = self.torch_runtime
         report["in_dominated_calls"] = self.dominated
         report["calls"] = self.windows
         report["first_call"] = {p: self.first_call[p] for p in PLACES if self.first_call[p]}
@@ -332,9 +343,12 @@ class Attributor:
             mapped) is the solution's.
         writable: Directories the runner can write (its scratch, /tmp, /dev/shm): nothing
             there is trusted as runtime or PyTorch, whatever its name.
-        own_dirs: Where the runner itself may build the solution's extensions (a solution that
-            compiles in its runner): objects there count as its own too, unless they copy one
-            of the machine's libraries (`library_index`).
+        own_dirs: Where the runner itself may build the solution's code (a solution that
+            compiles in its runner; Triton's cache): objects there count as its own too, unless
+            they copy one of the machine's libraries (`library_index`).
+        extension_dirs: Own directories where only torch's extension builds count
+            (`NAME/NAME.so`): anything else there (torch.compile's Inductor writes its
+            kernels wherever TORCHINDUCTOR_CACHE_DIR points) is foreign.
         library_index: The judge's index file of the machine's libraries
             (cuda_gym.judge.library_copies), read the first time `own_dirs` has an object.
         vendor: The task allows vendor libraries (BLAS, oneDNN): PyTorch's compute counts as
@@ -348,6 +362,7 @@ class Attributor:
         own_hashes: frozenset[str] = frozenset(),
         writable: tuple[str, ...] = ("/tmp/", "/dev/shm/"),
         own_dirs: tuple[str, ...] = (),
+        extension_dirs: tuple[str, ...] = (),
         vendor: bool = False,
         device: str = "cpu",
         library_index: str | None = None,
@@ -356,7 +371,8 @@ class Attributor:
         self.library_index = library_index
         self.device = device
         self.writable = tuple(d.rstrip("/") + "/" for d in writable)
-        self.own_dirs = tuple(d.rstrip("/") + "/" for d in own_dirs)
+        self.extension_dirs = tuple(d.rstrip("/") + "/" for d in extension_dirs)
+        self.own_dirs = tuple(d.rstrip("/") + "/" for d in own_dirs) + self.extension_dirs
         self.vendor = vendor
         self.torch_lib = torch_library_dir()
         self.python_roots = tuple(
@@ -411,6 +427,8 @@ class Attributor:
 
     def _is_own(self, pid: int, m: Mapping) -> bool:
         in_own_dir = bool(self.own_dirs) and m.path.startswith(self.own_dirs)
+        if in_own_dir and m.path.startswith(self.extension_dirs):
+            in_own_dir = is_extension_module(Path(m.path))
         if in_own_dir and self.library_index is None:
             return True  # no index to check against (the driver always gives one)
         if not (in_own_dir or self.own_hashes):
@@ -476,6 +494,8 @@ class Attributor:
             if place in ("torch_compute", "foreign"):
                 out.where[(place, name)] += 1
                 calls[k][0] += 1
+            elif place == "runtime" and k != first and any(p == "torch" for p, _ in found):
+                out.torch_runtime += 1
             if place in PLACES:
                 calls[k][1] += 1
         dominated = [bad if bad and bad >= CALL_SHARE * total else 0 for bad, total in calls]
@@ -648,6 +668,24 @@ def assess(attribution: Attribution, device: str = "cpu", own_calls: int = 0) ->
                 f"{dominated} in calls where they are a quarter or more of the "
                 f"call's) ran in compute that is not the solution's ({top}); its own code must "
                 "do the work",
+            )
+        )
+    # Work done by PyTorch's allowed ops alone (a data-movement task's copies and fills), with a
+    # call of the solution's own function only for show.
+    own_after = attribution.counts["own"] - first["own"]
+    if (
+        device == "cpu"
+        and after_first >= MOVE_MIN_SAMPLES
+        and attribution.torch_runtime >= MOVE_SHARE * after_first
+        and own_after <= OWN_MIN_SHARE * after_first
+    ):
+        found.append(
+            format_violation(
+                ViolationKind.NO_OWN_KERNEL,
+                f"{100 * attribution.torch_runtime / after_first:.0f}% of forward's sampled CPU"
+                f" time after its first call ran in PyTorch's allowed copy, fill and view ops and"
+                f" {100 * own_after / after_first:.0f}% in the solution's own code: its own"
+                " kernels must do the work",
             )
         )
     # The first call aside: one-time work of forward's (a table built lazily in Python) is there.

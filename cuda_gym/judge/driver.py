@@ -476,7 +476,8 @@ class Driver:
         attributor = None
         if check:
             work = str(served.link.work_dir)
-            own_dirs = (f"{work}/torch_extensions",) if req.compile_extensions else ()
+            extension_dirs = (f"{work}/torch_extensions",) if req.compile_extensions else ()
+            own_dirs: tuple[str, ...] = ()
             if self.device == "cuda":
                 # Triton builds each kernel's launcher (host code run at every launch) into the
                 # runner's cache (sandbox: TRITON_CACHE_DIR): the solution's, like its kernels.
@@ -485,6 +486,7 @@ class Driver:
                 own_hashes=cpu_time.file_hashes(req.extensions_dir, req.module_dir),
                 writable=(work, "/tmp", "/dev/shm"),
                 own_dirs=own_dirs,
+                extension_dirs=extension_dirs,
                 library_index=req.library_index,
                 vendor=req.allow_vendor_libraries,
                 device=self.device,

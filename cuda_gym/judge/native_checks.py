@@ -56,6 +56,12 @@ _BELOW_DISPATCHER = re.compile(
 # Functions found by name at run time (libtorch's at::cpu:: kernels through dlsym, say): an
 # extension of the candidate's has no use for them.
 _RUNTIME_LOOKUP = re.compile(r"^(?:dlsym|dlvsym|dlopen|dlmopen|__libc_dl\w*)(?:@.*)?$")
+# Python code run from C++: a module imported or source text compiled and run by name (whatever
+# the solution's Python may not import, say gc to reach the runner's objects, or torch.compile).
+_PYTHON_BY_NAME = re.compile(
+    r"^(?:PyImport_\w+|PyRun_\w+|Py_CompileString\w*|PyEval_EvalCode\w*|Py_CompileStringObject)"
+    r"(?:@.*)?$"
+)
 # In any case (MKL exports SGEMM, SGEMM_64, sgemm_64_, ...).
 # Also under a vendor's prefix: NumPy's bundled OpenBLAS exports scipy_cblas_sgemm64_.
 _BLAS = re.compile(
@@ -271,6 +277,7 @@ def bad_symbol(symbol: str, allowed_ops: frozenset[str] | None = None) -> bool:
         _BELOW_DISPATCHER.search(symbol)
         or _BLAS.match(symbol)
         or _RUNTIME_LOOKUP.match(symbol)
+        or _PYTHON_BY_NAME.match(symbol)
         or _OWN_INTERPRETERS.match(symbol)
     ):
         return True

@@ -105,6 +105,23 @@ NATIVE_FORBIDDEN_TOKENS = (
     "RecordFunctionGuard",
     "clearCallbacks",
     "aoti_torch_",
+    # Python run from C++ by name (modules imported, source evaluated), and the assembler's
+    # file inclusion (`.incbin "/any/file"` copies a file the compiler can read into the binary).
+    "::import(",
+    "pybind11/eval.h",
+    "py::exec",
+    "py::eval",
+    "pybind11::exec",
+    "pybind11::eval",
+    "PyImport_",
+    "PyRun_",
+    "Py_CompileString",
+    "PyEval_EvalCode",
+    "__import__",
+    "__builtins__",
+    "__globals__",
+    "incbin",
+    ".include",
 )
 
 # Names that honest code also uses inside its own words (an `enum class DispatchMode`, a
@@ -181,6 +198,20 @@ _EVAL_BY_STRING = frozenset(
         "functools.singledispatch",
         "functools.singledispatchmethod",
     }
+)
+# Objects found by name at run time (`string.Formatter().get_field("0.__globals__[...]")`,
+# logging.config's "ext://module.name" values) and code or libraries loaded from data (pickle in
+# torch.load / numpy.load, ctypes through numpy.ctypeslib, Fortran builds through f2py).
+_LOAD_BY_STRING = (
+    "string.Formatter",
+    "logging.config",
+    "numpy.ctypeslib",
+    "numpy.f2py",
+    "numpy.load",
+    "torch.load",
+    "torch.serialization",
+    "torch.package",
+    "torch.hub",
 )
 _ATTRIBUTE_RULES: dict[str, str] = {
     **dict.fromkeys(
@@ -320,6 +351,8 @@ _MESSAGES = {
     "read; access attributes directly.",
     "eval_by_string": "`{name}` evaluates annotations written as strings (code these checks "
     "cannot read); write types as plain names.",
+    "load_by_string": "`{name}` finds objects by names written as strings, or loads code from "
+    "data, which these checks cannot read; import and call what you need directly.",
     "attr_module": "`{name}()` on an imported module is not allowed; use `module.attribute` "
     "directly and never replace it.",
     "introspection": "`{name}` reaches interpreter or harness state; use only your module's "
@@ -526,8 +559,9 @@ def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
                         "dispatcher_bypass",
                         lineno,
                         f"`{token}` in {name} reaches the dispatcher's internals, computes "
-                        "below it or looks functions up at run time; call your kernels "
-                        "directly and leave dispatch keys alone.",
+                        "below it, looks functions up or runs Python by name at run time, or "
+                        "reads files into the build; call your kernels directly and leave "
+                        "dispatch keys alone.",
                     )
                 )
                 break
@@ -810,7 +844,13 @@ def _check_attributes(mod: _Module) -> Iterator[StaticViolation]:
         name = _qualified_name(node, mod.aliases)
         rule = name and _name_rule(name, mod.allow_streams)
         if rule == "dynamic_code":
-            key = "eval_by_string" if name in _EVAL_BY_STRING else "attr_by_string"
+            key = (
+                "eval_by_string"
+                if name in _EVAL_BY_STRING
+                else "load_by_string"
+                if _under(name, _LOAD_BY_STRING)
+                else "attr_by_string"
+            )
             yield _at(node, rule, key, name)
         elif rule:
             yield _at(node, rule, name=name)
@@ -927,7 +967,7 @@ def _is_private(name: str) -> bool:
 
 def _name_rule(name: str, allow_streams: bool) -> str | None:
     """The rule that a use of the dotted path `name` breaks, if any."""
-    if name in _ATTR_BY_STRING or name in _EVAL_BY_STRING:
+    if name in _ATTR_BY_STRING or name in _EVAL_BY_STRING or _under(name, _LOAD_BY_STRING):
         return "dynamic_code"
     if _under(name, _COMPILE_NAMES):
         return "torch_compile"

@@ -245,6 +245,33 @@ def test_own_work_banked_in_some_calls_does_not_hide_compute_in_the_others():
     assert spread.dominated == 0 and assess(spread) == []
 
 
+def test_only_extension_modules_of_the_runners_extension_folder_are_its_own():
+    # torch.compile's Inductor writes its kernels wherever TORCHINDUCTOR_CACHE_DIR points,
+    # the runner's extension folder included: only torch's NAME/NAME.so builds count there.
+    folder = "/tmp/work/torch_extensions"
+    who = Attributor(extension_dirs=(folder,), own_dirs=("/tmp/work/triton",))
+    pid = 4242
+    assert who.place_of_mapping(pid, Mapping(1, 2, 0, f"{folder}/my_ext/my_ext.so")) == "own"
+    assert who.place_of_mapping(pid, Mapping(1, 2, 0, f"{folder}/ind/xs/cxs.so")) == "foreign"
+    assert who.place_of_mapping(pid, Mapping(1, 2, 0, f"{folder}/x.main.so")) == "foreign"
+    assert who.place_of_mapping(pid, Mapping(1, 2, 0, "/tmp/work/triton/h/launcher.so")) == "own"
+
+
+def test_forward_done_by_allowed_copies_alone_is_no_own_kernel():
+    moved = Attribution(windows=40, has_first_call=True, torch_runtime=30)
+    moved.counts.update(runtime=34, interpreter=6)
+    (found,) = assess(moved)
+    assert found.startswith("no_own_kernel: ") and "copy, fill and view" in found
+    # the same with the solution's kernel doing a share of the work, or on too few samples
+    honest = Attribution(windows=40, has_first_call=True, torch_runtime=30)
+    honest.counts.update(runtime=34, interpreter=6, own=5)
+    assert assess(honest) == []
+    few = Attribution(windows=10, has_first_call=True, torch_runtime=12)
+    few.counts.update(runtime=14)
+    assert assess(few) == []
+    assert assess(moved, device="cuda") == []  # a GPU's host time is launches and waits
+
+
 def test_work_between_calls_is_async_work_but_openmp_waits_are_not():
     pid = 4242
     own_lib = Mapping(1000, 2000, 0, "/tmp/solution/ext.so")

@@ -103,6 +103,10 @@ def test_a_nested_kernel_file_may_include_its_folders_own_headers(where, line, a
         "c10::Dispatcher::findSchemaOrThrow(char const*, char const*)",
         "c10::OperatorHandle::~OperatorHandle()",
         "at::enableRecordFunction(bool)",
+        "PyImport_ImportModule",
+        "PyRun_StringFlags",
+        "Py_CompileStringExFlags",
+        "PyEval_EvalCode",
     ],
 )
 def test_compute_below_the_dispatcher_is_a_bad_symbol(symbol):
@@ -135,6 +139,8 @@ def test_c_functions_libtorch_exports_are_bad_symbols_but_a_few_families():
         "at::TensorBase::__dispatch_contiguous(c10::MemoryFormat) const",
         "__tls_get_addr@GLIBC_2.3",
         "cudaLaunchKernel@libcudart.so.13",
+        "PyEval_GetBuiltins",  # pybind11's, in every extension
+        "PyEval_SaveThread",
     ],
 )
 def test_what_every_extension_links_is_not_a_bad_symbol(symbol):

@@ -472,6 +472,33 @@ def test_private_apis_and_mutable_defaults(source, expected):
     assert violations(source) == expected
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        # Objects found by dotted names in strings (a red team's walks to __import__ and gc).
+        "import string\nget = string.Formatter().get_field\n",
+        "from string import Formatter\nf = Formatter()\n",
+        "import logging.config\nlogging.config.dictConfig({'version': 1})\n",
+        "from logging import config\nconfig.dictConfig({'version': 1})\n",
+        "from logging.config import dictConfig\ndictConfig({'version': 1})\n",
+        # Code or libraries loaded from data.
+        "import numpy as np\nlib = np.ctypeslib.load_library('x', '.')\n",
+        "import numpy as np\nw = np.load('w.npy', allow_pickle=True)\n",
+        "import torch\nw = torch.load('w.pt', weights_only=False)\n",
+    ],
+)
+def test_names_looked_up_from_strings_are_refused_under_external_rules(source):
+    assert ("dynamic_code", 2) in violations(source, rules="external")
+
+
+def test_plain_logging_and_string_constants_stay_allowed():
+    source = (
+        "import logging\nimport string\nlog = logging.getLogger(__name__)\n"
+        "A = string.ascii_letters\n"
+    )
+    assert violations(source, rules="external") == []
+
+
 def test_native_sources_may_not_touch_dispatch_keys():
     from cuda_gym.judge.static_checks import check_native_sources, string_constants
 
@@ -496,6 +523,10 @@ def test_native_sources_may_not_touch_dispatch_keys():
         ("auto s = d->findSchemaOrThrow(\"aten::mm\", \"\");", "findSchemaOrThrow"),
         ("at::tracer::impl::NoTracerDispatchMode guard;", "NoTracerDispatchMode"),
         ("auto k = DispatchModeKey::PROXY;", "DispatchModeKey"),
+        # Python run by name from C++, and files read into the build by the assembler.
+        ('auto gc = py::module_::import("gc");', "::import("),
+        ('py::exec("import os", scope);', "py::exec"),
+        ('__asm__(".incbin \\"/etc/hostname\\"");', "incbin"),
     ],
 )
 def test_native_words_match_whole_identifiers(line, token):
