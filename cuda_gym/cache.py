@@ -21,6 +21,7 @@ CACHE_KINDS: dict[str, tuple[str, str]] = {
     "inline_builds": ("builds", "extensions that solutions build with load_inline, by source"),
     "inline": ("builds", "torch extensions built by the judge's own workers"),
     "library_pages": ("builds", "code-page index of the machine's libraries (copy check)"),
+    "assembler": ("builds", "the assembler guard kernels/ builds run (refuses .incbin)"),
     "inductor": ("all", "torch.compile (inductor) caches of the baselines"),
     "hf": ("all", "task sets downloaded from Hugging Face"),
 }

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from cuda_gym.errors import WorkerError
 from cuda_gym.judge import pch, plain_build
+from cuda_gym.judge.assembler_guard import guarded_env
 from cuda_gym.judge.baselines import integrity_key, seal, unseal
 from cuda_gym.judge.config import JudgeConfig
 from cuda_gym.judge.verdict import BuildResult
@@ -387,6 +388,7 @@ def _build_plain(
             work,
             config.build_timeout_s,
             nice=config.build_nice,
+            env=guarded_env(os.environ, cache),
         )
     log = log.replace(str(src_dir) + "/", "kernels/")
     if failure is not None:
@@ -422,7 +424,7 @@ def _ninja() -> str | None:
 
 def _run_ninja(work_dir: Path, src_dir: Path, config: JudgeConfig) -> tuple[str | None, str]:
     """Re-run an existing build.ninja in work_dir; return (errors or None, compiler log)."""
-    env = dict(os.environ, LC_ALL="C", LANG="C")
+    env = guarded_env(dict(os.environ, LC_ALL="C", LANG="C"), config.resolved_cache_dir)
     jobs = os.environ.get("MAX_JOBS", str(max(1, os.cpu_count() or 1)))
     proc = run_process(
         [_ninja(), "-C", str(work_dir), "-j", jobs],
@@ -460,7 +462,7 @@ def _run_build_worker(
         "ld_flags": flags["ld"],
         "result_path": str(result_path),
     }
-    env = python_child_env(LC_ALL="C", LANG="C")
+    env = guarded_env(python_child_env(LC_ALL="C", LANG="C"), config.resolved_cache_dir)
     env.setdefault("MAX_JOBS", str(max(1, os.cpu_count() or 1)))
     env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(config.resolved_cache_dir / "inductor"))
     if arch and "TORCH_CUDA_ARCH_LIST" not in os.environ:

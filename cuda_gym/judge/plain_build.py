@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -231,8 +232,10 @@ def _link_command(objects: list[Path], out: Path, device: str, flags: dict) -> l
     return [cxx, "-shared", *flags["ld"], *map(str, objects), "-o", str(out)]
 
 
-def _run(cmd: list, cwd: Path, timeout_s: float, nice: int = 0) -> tuple[bool, str]:
-    env = dict(os.environ, LC_ALL="C", LANG="C")
+def _run(
+    cmd: list, cwd: Path, timeout_s: float, nice: int = 0, env: Mapping[str, str] | None = None
+) -> tuple[bool, str]:
+    env = dict(os.environ if env is None else env, LC_ALL="C", LANG="C")
     try:
         proc = run_process(cmd, timeout_s=timeout_s, cwd=cwd, env=env, nice=nice)
     except OSError as exc:
@@ -254,12 +257,13 @@ def build_plain(
     out_dir: Path,
     timeout_s: float,
     nice: int = 0,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[str | None, str]:
     """Compile `units` (relative to src_dir, which holds `files`) and link them into out_dir.
 
     Object files are cached in objects_dir, keyed by the unit, every header, flags and
-    toolchain; the compilers run at niceness +`nice`. Returns (None, log) on success, else
-    (what failed, log).
+    toolchain; the compilers run at niceness +`nice` in `env` (default: this process's).
+    Returns (None, log) on success, else (what failed, log).
     """
     try:
         entries = entry_points(files)
@@ -282,7 +286,7 @@ def build_plain(
             return obj, True, f"(cached) {rel}\n"
         tmp = objects_dir / f".{obj.name}.{os.getpid()}.{id(rel)}.tmp.o"
         cmd = _compile_command(src_dir / rel, tmp, device, flags, arch)
-        ok, log = _run(cmd, src_dir, max(1.0, deadline - time.monotonic()), nice)
+        ok, log = _run(cmd, src_dir, max(1.0, deadline - time.monotonic()), nice, env)
         if ok:
             tmp.replace(obj)
         else:
@@ -301,6 +305,7 @@ def build_plain(
         out_dir,
         max(1.0, deadline - time.monotonic()),
         nice,
+        env,
     )
     log += link_log
     if not ok:
