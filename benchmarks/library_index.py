@@ -17,20 +17,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from cuda_gym.judge import library_copies
 
 
 def most_shared(index: library_copies.LibraryIndex, path: Path) -> int:
-    """The most blocks of `path`'s code found in any one indexed library."""
-    blocks = library_copies.code_blocks(path.read_bytes())
-    if not len(blocks) or not len(index.hashes):
-        return 0
-    at = index.hashes.searchsorted(blocks)
-    at[at >= len(index.hashes)] = 0
-    hit = index.hashes[at] == blocks
-    return int(np.unique(index.owners[at[hit]], return_counts=True)[1].max()) if hit.any() else 0
+    """The most indexed blocks of any one library found in `path`'s code."""
+    return max(index.shared(path.read_bytes()).values(), default=0)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,13 +3,22 @@
 The judge counts a library as the solution's own code (cuda_gym.judge.cpu_time) when its build
 stage or its runner produced it, and those run the solution's code: an import that copies a
 BLAS library (a system one, NumPy's OpenBLAS) beside its extension and renames it like an
-extension module would otherwise pass off BLAS's compute as the solution's. A copy keeps the
-copied library's machine code at the same file offsets, whatever strings (names, sonames) were
-patched elsewhere in the file. So the code of every library under the trusted trees (the
-system's library folders, this Python's prefixes and site-packages folders) is hashed once
-into an index, a 256-byte block per KiB, and a built library many of whose blocks are one
-library's is that library's copy (patching the padding between functions changes a few
-blocks, not the ones inside long functions).
+extension module would otherwise pass off BLAS's compute as the solution's. So the code of
+every library under the trusted trees (the system's library folders, this Python's prefixes
+and site-packages folders) is hashed once into an index, a 256-byte block per KiB, and a built
+library that holds many of one library's blocks is that library's copy.
+
+A built library is searched at every byte offset of its code (a rolling hash of every 256-byte
+window), not only at the offsets the copied library had: a copy moved by a few bytes (an ELF
+rewritten with its segments shifted, a library embedded in another's text) is found alike, and
+so is a slice of one (a BLAS's compute kernels without the rest). Patching bytes here and there
+only loses the blocks patched. Honest extensions share at most a handful of blocks with any
+library (pybind11's and the C++ runtime's inline code; 4 in 41 local builds, where a copy of
+the smallest BLAS kernel is tens), so MIN_BLOCKS of them make a copy, whatever else the built
+library holds (padding one's own code does not dilute it).
+
+Not seen: code the library decrypts or writes into its own pages when it runs (the index reads
+files), which only a check of the runner's memory would find.
 
 The index lives in the judge's cache (`library_pages/`, written by trusted processes only and
 sealed with the cache's HMAC key), keyed by the path, size and modification time of every
@@ -28,6 +37,7 @@ import os
 import site
 import struct
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,20 +47,45 @@ from cuda_gym.judge.baselines import integrity_key, seal, unseal
 
 BLOCK = 256  # bytes of code hashed together
 INDEX_STRIDE = 1024  # the index keeps one block per KiB of each trusted library's code
-# A built library is a copy when this many of its blocks are one trusted library's, and this
-# share of them (a whole copy shows about a quarter: the index keeps one block in four). An
-# honest extension shares a few blocks with some library (PLT stubs are the same bytes in
-# every library: up to 13 seen, ~1 %); blocks of one repeated word are left out.
-MIN_BLOCKS = 64
-COPY_SHARE = 0.05
-INDEX_VERSION = "v2"
+# A built library is a copy when this many distinct indexed blocks of one trusted library are
+# found in its code (a KiB of the library's code each); blocks of one repeated 8-byte word
+# (padding) are left out on both sides.
+MIN_BLOCKS = 24
+INDEX_VERSION = "v3"
 INDEX_FOLDER = "library_pages"
 _PT_LOAD, _PF_X = 1, 1
 # Folders whose shared objects the sandbox can read and a solution could copy.
 SYSTEM_LIBRARY_DIRS = ("/usr/lib", "/usr/lib64", "/usr/local", "/lib", "/lib64", "/opt")
-# Fixed multipliers of the block hash (the index on disk must mean the same in every process).
-_LANES = np.random.default_rng(20261205).integers(1, 2**63, size=BLOCK // 8, dtype=np.uint64)
-_LANES |= np.uint64(1)
+# The block hash: sum of byte[j] * BASE**j over the block, modulo 2**64, then mixed. Being a
+# polynomial, it rolls: every window of a built library's code costs a few operations.
+_BASE = np.uint64(0x9E3779B97F4A7C15)
+_CHUNK = 1 << 20  # bytes of a built library's code hashed at a time
+
+
+def _inverse(a: int) -> int:
+    """The inverse of odd `a` modulo 2**64 (Newton's iteration)."""
+    x = a
+    for _ in range(6):
+        x = x * (2 - a * x) % (1 << 64)
+    return x
+
+
+@functools.lru_cache(maxsize=1)
+def _powers() -> tuple[np.ndarray, np.ndarray]:
+    """BASE**k and BASE**-k modulo 2**64, for k below _CHUNK + BLOCK."""
+    n = _CHUNK + BLOCK
+    with np.errstate(over="ignore"):
+        up = np.cumprod(np.full(n, _BASE, dtype=np.uint64))
+        down = np.cumprod(np.full(n, np.uint64(_inverse(int(_BASE))), dtype=np.uint64))
+    one = np.ones(1, dtype=np.uint64)
+    return np.concatenate([one, up[:-1]]), np.concatenate([one, down[:-1]])
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        h = h ^ (h >> np.uint64(31))
+        h = h * np.uint64(0xBF58476D1CE4E5B9)
+        return h ^ (h >> np.uint64(29))
 
 
 def _executable_ranges(data: bytes | mmap.mmap) -> list[tuple[int, int]]:
@@ -71,31 +106,57 @@ def _executable_ranges(data: bytes | mmap.mmap) -> list[tuple[int, int]]:
     return found
 
 
-def code_blocks(data: bytes | mmap.mmap, stride: int = BLOCK) -> np.ndarray:
-    """Hashes of the BLOCK-byte blocks at `stride`-aligned file offsets of an ELF file's code.
+def index_blocks(data: bytes | mmap.mmap) -> np.ndarray:
+    """Hashes of the BLOCK-byte blocks at INDEX_STRIDE-aligned file offsets of an ELF's code.
 
-    Sorted and unique; none for a file that is not a 64-bit little-endian ELF object. Copying
-    a library keeps its code at the same file offsets (the loader maps whole pages), and no
-    patch of padding bytes can touch every block of its long functions.
+    Sorted and unique: what the index keeps of a trusted library. None for a file that is not
+    a 64-bit little-endian ELF object, nor for a block of one repeated 8-byte word.
     """
     found = []
+    powers = _powers()[0][:BLOCK]
     for start, end in _executable_ranges(data):
-        start = -(-start // stride) * stride
-        count = (end - start) // stride
-        if count <= 0:
-            continue
-        words = np.frombuffer(data, dtype=np.uint64, count=count * stride // 8, offset=start)
-        block = words.reshape(count, stride // 8)[:, : BLOCK // 8]
-        plain = (block == block[:, :1]).all(axis=1)
-        with np.errstate(over="ignore"):
-            hashed = np.bitwise_xor.reduce(block * _LANES, axis=1)
-            hashed ^= hashed >> np.uint64(29)
-            hashed *= np.uint64(0xBF58476D1CE4E5B9)
-            hashed ^= hashed >> np.uint64(32)
-        found.append(hashed[~plain])
+        start = -(-start // INDEX_STRIDE) * INDEX_STRIDE
+        count = (end - start - BLOCK) // INDEX_STRIDE + 1
+        for first in range(0, max(0, count), 4096):
+            rows = min(4096, count - first)
+            raw = np.frombuffer(
+                data, np.uint8, count=(rows - 1) * INDEX_STRIDE + BLOCK,
+                offset=start + first * INDEX_STRIDE,
+            )
+            block = np.lib.stride_tricks.as_strided(raw, (rows, BLOCK), (INDEX_STRIDE, 1))
+            plain = (block[:, 8:] == block[:, :-8]).all(axis=1)
+            with np.errstate(over="ignore"):
+                hashed = (block.astype(np.uint64) * powers).sum(axis=1, dtype=np.uint64)
+            found.append(_mix(hashed)[~plain])
     if not found:
         return np.empty(0, dtype=np.uint64)
     return np.unique(np.concatenate(found))
+
+
+def window_hashes(data: bytes | mmap.mmap) -> Iterator[np.ndarray]:
+    """Hashes of every BLOCK-byte window of an ELF file's code, at every byte offset.
+
+    A chunk at a time (_CHUNK bytes); windows of one repeated 8-byte word are left out. A
+    window at an INDEX_STRIDE-aligned offset hashes as `index_blocks` does.
+    """
+    up, down = _powers()
+    for start, end in _executable_ranges(data):
+        for at in range(start, end - BLOCK + 1, _CHUNK):
+            n = min(_CHUNK + BLOCK - 1, end - at)
+            code = np.frombuffer(data, np.uint8, count=n, offset=at)
+            prefix = np.zeros(n + 1, dtype=np.uint64)
+            with np.errstate(over="ignore"):
+                np.cumsum(code.astype(np.uint64) * up[:n], out=prefix[1:])
+                hashed = (prefix[BLOCK:] - prefix[:-BLOCK]) * down[: n - BLOCK + 1]
+            same = np.zeros(n - 7, dtype=np.int64)
+            np.cumsum(code[8:] == code[:-8], out=same[1:])
+            plain = same[BLOCK - 8 :] - same[: n - BLOCK + 1] == BLOCK - 8
+            yield _mix(hashed)[~plain]
+
+
+def code_size(data: bytes | mmap.mmap) -> int:
+    """Bytes of code (executable segments) of an ELF file; 0 for anything else."""
+    return sum(end - start for start, end in _executable_ranges(data))
 
 
 @dataclass(frozen=True)
@@ -103,14 +164,14 @@ class Copy:
     """A built library found to be a trusted library's copy."""
 
     source: str  # the trusted library's path
-    shared: int  # blocks of the built library's code found in it
-    blocks: int  # blocks of the built library's code
+    shared: int  # the trusted library's indexed blocks (a KiB of its code each) found
+    blocks: int  # KiB of the built library's code
 
     def describe(self, name: str) -> str:
         """One line saying that `name` is this copy."""
         return (
-            f"{name} is a copy of {self.source} ({self.shared} of its {self.blocks} blocks of code"
-            " are that library's)"
+            f"{name} is a copy of {self.source} ({self.shared} KiB-blocks of that library's code"
+            f" found in its {self.blocks} KiB of code)"
         )
 
 
@@ -123,22 +184,31 @@ class LibraryIndex:
         self.owners = owners
         self.paths = paths
 
+    def shared(self, data: bytes | mmap.mmap) -> dict[int, int]:
+        """Indexed blocks found anywhere in `data`'s code: {library number: distinct blocks}."""
+        if not len(self.hashes):
+            return {}
+        found = []
+        for windows in window_hashes(data):
+            at = np.searchsorted(self.hashes, windows)
+            at[at >= len(self.hashes)] = 0
+            found.append(at[self.hashes[at] == windows])
+        if not found:
+            return {}
+        owners, counts = np.unique(
+            self.owners[np.unique(np.concatenate(found))], return_counts=True
+        )
+        return dict(zip(owners.tolist(), counts.tolist()))
+
     def copy_of(self, data: bytes | mmap.mmap) -> Copy | None:
         """The trusted library `data` (a shared object's bytes) copies, or None."""
-        blocks = code_blocks(data)
-        if len(blocks) < MIN_BLOCKS or not len(self.hashes):
+        shared = self.shared(data)
+        if not shared:
             return None
-        at = np.searchsorted(self.hashes, blocks)
-        at[at >= len(self.hashes)] = 0
-        hit = self.hashes[at] == blocks
-        if not hit.any():
+        owner = max(shared, key=shared.__getitem__)
+        if shared[owner] < MIN_BLOCKS:
             return None
-        owners, counts = np.unique(self.owners[at[hit]], return_counts=True)
-        best = int(np.argmax(counts))
-        shared = int(counts[best])
-        if shared < MIN_BLOCKS or shared < COPY_SHARE * len(blocks):
-            return None
-        return Copy(self.paths[int(owners[best])], shared, len(blocks))
+        return Copy(self.paths[owner], shared[owner], -(-code_size(data) // INDEX_STRIDE))
 
     def copy_of_file(self, path: Path) -> Copy | None:
         """`copy_of` for a file (read-only, by mapping it)."""
@@ -181,7 +251,7 @@ def _libraries(roots: list[str], skip: tuple[str, ...] = ()) -> list[tuple[str, 
                 path = os.path.join(folder, name)
                 with contextlib.suppress(OSError):
                     st = os.stat(path)
-                    if st.st_size >= MIN_BLOCKS * BLOCK and os.path.isfile(path):
+                    if st.st_size >= MIN_BLOCKS * INDEX_STRIDE and os.path.isfile(path):
                         seen.setdefault((st.st_dev, st.st_ino), (path, st.st_size, st.st_mtime_ns))
     return sorted(seen.values())
 
@@ -193,7 +263,7 @@ def build_index(libraries: list[tuple[str, int, int]]) -> LibraryIndex:
         try:
             with open(path, "rb") as handle:
                 with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                    blocks = code_blocks(data, INDEX_STRIDE)
+                    blocks = index_blocks(data)
         except (OSError, ValueError):
             continue
         if len(blocks):
