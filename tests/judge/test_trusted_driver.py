@@ -101,7 +101,9 @@ def test_work_after_an_early_done_is_charged_to_the_candidate(tmp_path):
         verdict = judge.evaluate(task, root)
         assert verdict.correct, verdict.error
         times[first] = verdict.time_ms["candidate"]
-    assert times["early_done"] > 0.6 * times["gated"], times
+    # Uncharged, the early "done" is timed at about a tenth of its twin; charged, near 1x (0.52
+    # seen once beside the other test worker's judgements on 2 cores: the bound leaves room).
+    assert times["early_done"] > 0.35 * times["gated"], times
     assert verdict.flags["finish_excess_ms"] < 0.2 * times["gated"]  # the twin's: no charge
 
 
