@@ -703,15 +703,14 @@ def assess(attribution: Attribution, device: str = "cpu", own_calls: int = 0) ->
                 " compiled code must do it",
             )
         )
-    own = attribution.counts["own"] - first["own"]
-    own_ms = own * PERIOD_NS / 1e6 / max(1, calls)
+    own_ms = own_after * PERIOD_NS / 1e6 / max(1, calls)
     glue_ms = max(HOST_MS_PER_CALL, HOST_MS_PER_OWN_CALL * own_calls)
-    if device == "cuda" and own >= HOST_MIN_SAMPLES and own_ms >= glue_ms:
+    if device == "cuda" and own_after >= HOST_MIN_SAMPLES and own_ms >= glue_ms:
         found.append(
             format_violation(
                 ViolationKind.NO_OWN_KERNEL,
                 f"the solution's own host code ran ~{own_ms:.1f} ms of CPU time per call after"
-                f" the first ({own} samples; its glue for {own_calls} calls of its functions"
+                f" the first ({own_after} samples; its glue for {own_calls} calls of its functions"
                 f" takes under {glue_ms:.2f} ms): the work was done on the CPU, not by its GPU"
                 " kernels",
             )
