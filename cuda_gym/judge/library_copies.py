@@ -13,8 +13,8 @@ window), not only at the offsets the copied library had: a copy moved by a few b
 rewritten with its segments shifted, a library embedded in another's text) is found alike, and
 so is a slice of one (a BLAS's compute kernels without the rest). Patching bytes here and there
 only loses the blocks patched. Honest extensions share at most a handful of blocks with any
-library (pybind11's and the C++ runtime's inline code; 4 in 41 local builds, where a copy of
-the smallest BLAS kernel is tens), so MIN_BLOCKS of them make a copy, whatever else the built
+library (pybind11's and the C++ runtime's inline code; at most 10 in 65 local builds, where a
+copy of a BLAS kernel is tens), so MIN_BLOCKS of them make a copy, whatever else the built
 library holds (padding one's own code does not dilute it).
 
 Not seen: code the library decrypts or writes into its own pages when it runs (the index reads
