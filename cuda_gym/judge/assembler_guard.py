@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -68,10 +69,12 @@ def guard_dir(cache_dir: Path) -> Path | None:
     text = _SCRIPT.format(real=shlex.quote(real), refused=REFUSED)
     if not script.is_file() or script.read_text() != text:
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f"as.{os.getpid()}.tmp"
-        tmp.write_text(text)
-        tmp.chmod(0o755)
-        tmp.replace(script)
+        # A name of its own per writer: the judge's threads share one pid.
+        fd, name = tempfile.mkstemp(prefix="as.", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "w") as tmp:
+            tmp.write(text)
+        os.chmod(name, 0o755)
+        os.replace(name, script)
     return folder
 
 

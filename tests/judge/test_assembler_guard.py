@@ -3,10 +3,12 @@
 import os
 import shutil
 import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from cuda_gym.judge.assembler_guard import guarded_env
+from cuda_gym.judge.assembler_guard import guard_dir, guarded_env
 
 pytestmark = pytest.mark.skipif(
     shutil.which("gcc") is None or shutil.which("as") is None, reason="needs gcc and as"
@@ -34,3 +36,20 @@ def test_assembly_that_reads_files_is_refused(tmp_path, source, refused, pipe):
         assert "cuda_gym" in proc.stderr and "refused" in proc.stderr
     else:
         assert (tmp_path / "t.o").stat().st_size > 0
+
+
+def test_threads_of_one_process_make_the_guard_at_once(tmp_path):
+    # The judge's threads share a pid: each writer needs a file of its own before the rename.
+    for attempt in range(20):
+        cache = tmp_path / str(attempt)
+        start = threading.Barrier(8)
+
+        def make(cache=cache, start=start):
+            start.wait()
+            return guard_dir(cache)
+
+        with ThreadPoolExecutor(8) as pool:
+            folders = list(pool.map(lambda _: make(), range(8)))
+        assert folders == [cache / "assembler"] * 8
+        assert sorted(p.name for p in folders[0].iterdir()) == ["as"]
+        assert os.access(folders[0] / "as", os.X_OK)
