@@ -460,7 +460,9 @@ class Driver:
                 # extension's own thread or OpenMP worker calls them unseen by the ban); on a
                 # GPU the profile's kernel origins show torch's kernels whatever thread ran them.
                 ops = frozenset(allowed) if self.device == "cpu" else None
-                served.violations += symbol_violations(shared_object, ops)
+                served.violations += symbol_violations(
+                    shared_object, ops, vendor_allowed=self.req.allow_vendor_libraries
+                )
         link.stage = "run"
         return served
 

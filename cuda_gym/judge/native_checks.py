@@ -70,6 +70,13 @@ _BLAS = re.compile(
     r"|geqrf|gesdd|syevd?|copy)(?:_batch|_?64)*_?(?:_64)?_?)(?:@.*)?$",
     re.IGNORECASE,
 )
+# NVIDIA's compute libraries' host API (cuBLAS and cuBLASLt, cuDNN, cuFFT, cuSPARSE, cuSOLVER),
+# refused unless the task allows vendor libraries: their kernels are not the solution's (a
+# cuBLAS GEMM called from the solution's own extension is still cuBLAS's). The profile's kernel
+# names are the other line, but that table is made inside the candidate's process.
+_VENDOR_API = re.compile(
+    r"^(?:cublas|cublasLt|cudnn|cufft|cusparse|cusolver(?:Dn|Sp|Rf|Mg)?)[A-Z_]\w*(?:@.*)?$"
+)
 # C functions libtorch_cpu exports that an extension may call: Sleef (ATen's inline vector
 # math), logging flags, cpuinfo, profiling (ITT) hooks, and the stable ABI's accessors.
 TORCH_C_EXPORTS_ALLOWED = re.compile(
@@ -265,14 +272,19 @@ _OPERATOR_CALL = re.compile(r"^at::_ops::(\w+)::call\(")
 _OWN_INTERPRETERS = re.compile(r"^torch::(?:jit|autograd)::")
 
 
-def bad_symbol(symbol: str, allowed_ops: frozenset[str] | None = None) -> bool:
+def bad_symbol(
+    symbol: str, allowed_ops: frozenset[str] | None = None, vendor_allowed: bool = True
+) -> bool:
     """Whether a (demangled) undefined symbol of the candidate's computes below the dispatcher.
 
     `allowed_ops` ("aten::view", ...): the operators the candidate may call (the fallback ban's
     list). With it, a call of any other operator through the dispatcher (`at::_ops::<op>::call`,
     what `at::addmm` and `Tensor::add` compile to) is refused too: from a thread of the
     extension's own, or an OpenMP worker, the ban's per-thread dispatch mode never sees it.
+    `vendor_allowed` False: NVIDIA's compute libraries (cuBLAS, cuDNN, ...) are refused too.
     """
+    if not vendor_allowed and _VENDOR_API.match(symbol):
+        return True
     if (
         _BELOW_DISPATCHER.search(symbol)
         or _BLAS.match(symbol)
@@ -305,8 +317,13 @@ def _libtorch_c_export(symbol: str) -> bool:
     )
 
 
-def symbol_violations(shared_object: Path, allowed_ops: frozenset[str] | None = None) -> list[str]:
-    """Violations ("native_symbols: ...") for the below-dispatcher symbols `shared_object` uses."""
+def symbol_violations(
+    shared_object: Path, allowed_ops: frozenset[str] | None = None, vendor_allowed: bool = True
+) -> list[str]:
+    """Violations ("native_symbols: ...") for the below-dispatcher symbols `shared_object` uses.
+
+    `allowed_ops` and `vendor_allowed` as for `bad_symbol`.
+    """
     try:
         symbols = undefined_symbols(shared_object)
     except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
@@ -316,16 +333,16 @@ def symbol_violations(shared_object: Path, allowed_ops: frozenset[str] | None = 
                 f"{shared_object.name} could not be inspected ({exc})",
             )
         ]
-    bad = [s for s in symbols if bad_symbol(s, allowed_ops)]
+    bad = [s for s in symbols if bad_symbol(s, allowed_ops, vendor_allowed)]
     if not bad:
         return []
     shown = "; ".join(sorted(set(bad))[:4])
     return [
         format_violation(
             ViolationKind.NATIVE_SYMBOLS,
-            f"{shared_object.name} calls PyTorch or BLAS compute below the dispatcher, "
-            f"switches dispatch off or looks functions up by name ({shown}): compute with your "
-            "own kernels",
+            f"{shared_object.name} calls PyTorch, BLAS or NVIDIA library compute below the "
+            f"dispatcher, switches dispatch off or looks functions up by name ({shown}): "
+            "compute with your own kernels",
         )
     ]
 

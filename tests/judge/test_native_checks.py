@@ -181,3 +181,38 @@ def test_on_the_cpu_an_extension_may_refer_only_to_the_allowed_operators():
     # The interpreters that run operators of their own; not AutogradMeta's vtable.
     assert native_checks.bad_symbol("torch::jit::compile(std::string const&)")
     assert not native_checks.bad_symbol("vtable for torch::autograd::AutogradMeta", allowed)
+
+
+@pytest.mark.parametrize(
+    "symbol",
+    [
+        "cublasSgemm_v2@libcublas.so.13",
+        "cublasGemmEx",
+        "cublasLtMatmul@libcublasLt.so.13",
+        "cudnnConvolutionForward",
+        "cufftExecC2C",
+        "cusparseSpMM",
+        "cusolverDnSgetrf",
+    ],
+)
+def test_nvidia_compute_libraries_are_refused_unless_the_task_allows_them(symbol):
+    assert native_checks.bad_symbol(symbol, vendor_allowed=False)
+    assert not native_checks.bad_symbol(symbol, vendor_allowed=True)
+
+
+@pytest.mark.parametrize(
+    "symbol", ["cudaLaunchKernel@libcudart.so.13", "cuLaunchKernel", "curandCreateGenerator"]
+)
+def test_the_cuda_runtime_is_not_a_vendor_library(symbol):
+    assert not native_checks.bad_symbol(symbol, vendor_allowed=False)
+
+
+@pytest.mark.skipif(not shutil.which("cc") or not shutil.which("nm"), reason="needs cc and nm")
+def test_a_cublas_call_in_a_real_shared_object_is_refused(tmp_path):
+    src = tmp_path / "k.c"
+    src.write_text("int cublasSgemm_v2(void);\nint f(void) { return cublasSgemm_v2(); }\n")
+    lib = tmp_path / "libk.so"
+    subprocess.run(["cc", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    assert native_checks.symbol_violations(lib) == []
+    (found,) = native_checks.symbol_violations(lib, vendor_allowed=False)
+    assert "cublasSgemm_v2" in found and violation_kind(found) is ViolationKind.NATIVE_SYMBOLS
