@@ -1,11 +1,12 @@
-"""nvcc's time on a load_inline cuda.cu with torch/extension.h against torch/types.h.
+"""nvcc's time on a load_inline cuda.cu with torch/extension.h, torch/types.h or ATen's headers.
 
     python -m benchmarks.nvcc_header [--out FILE]
 
 Compiles one KernelBench-style CUDA source (a kernel and its torch wrapper) with torch's own
-nvcc flags for sm_90, once including torch/extension.h and once torch/types.h (what the judge's
-build stage tries first: `runner._lighter_cuda_builds`), and prints nvcc's own phase times
-(`nvcc --time`). Compile only: needs nvcc and torch's headers, no GPU.
+nvcc flags for sm_90: including torch/extension.h, torch/types.h, and the light ATen headers the
+judge's build stage tries first (`runner.lighter_sources`: then torch/types.h, then the source
+as written), and prints wall and CPU seconds and nvcc's own phase times (`nvcc --time`).
+Compile only: needs nvcc and torch's headers, no GPU.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import resource
 import subprocess
 import sysconfig
 import tempfile
@@ -35,7 +37,7 @@ torch::Tensor relu_cuda(torch::Tensor x) {
     return y;
 }
 """
-HEADERS = ("torch/extension.h", "torch/types.h")
+HEADERS = ("torch/extension.h", "torch/types.h", "aten")  # aten: runner.lighter_sources
 
 
 def nvcc_command(source: Path, obj: Path, timing: Path) -> list[str]:
@@ -67,15 +69,23 @@ def nvcc_command(source: Path, obj: Path, timing: Path) -> list[str]:
 
 def compile_with(header: str, work: Path) -> dict:
     """Wall seconds and nvcc's phase seconds for the source including `header`."""
+    from cuda_gym.judge.runner import lighter_sources
+
     stem = header.replace("/", "_").replace(".", "_")
     source = work / f"{stem}.cu"
-    source.write_text(SOURCE.replace("torch/extension.h", header))
+    if header == "aten":
+        source.write_text(lighter_sources(SOURCE)[0])
+    else:
+        source.write_text(SOURCE.replace("torch/extension.h", header))
     timing = work / f"{stem}.csv"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
         nvcc_command(source, work / f"{stem}.o", timing), capture_output=True, text=True
     )
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if done.returncode != 0:
         raise SystemExit(f"nvcc failed with {header}:\n{done.stderr[-2000:]}")
     phases: dict[str, float] = {}
@@ -84,7 +94,11 @@ def compile_with(header: str, work: Path) -> dict:
             name = (row.get("phase name ") or row.get("phase name") or "").strip()
             value = next(v for k, v in row.items() if k and k.strip() == "metric")
             phases[name] = phases.get(name, 0.0) + float(value) / 1e3
-    return {"wall_s": round(wall, 2), "phases_s": {k: round(v, 2) for k, v in phases.items()}}
+    return {
+        "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
+        "phases_s": {k: round(v, 2) for k, v in phases.items()},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,14 +108,19 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         results = {header: compile_with(header, Path(tmp)) for header in HEADERS}
     for header, result in results.items():
-        print(f"{header:20} {result['wall_s']:6.1f} s  {result['phases_s']}")
-    full, light = (results[h]["wall_s"] for h in HEADERS)
+        print(
+            f"{header:20} {result['wall_s']:6.1f} s wall {result['cpu_s']:6.1f} s CPU"
+            f"  {result['phases_s']}"
+        )
+    full, light, aten = (results[h]["cpu_s"] for h in HEADERS)
     summary = {
         "command": "python -m benchmarks.nvcc_header",
         "results": results,
-        "ratio_light_over_full": round(light / full, 3),
+        "ratio_light_over_full": round(light / full, 3),  # CPU seconds
+        "ratio_aten_over_light": round(aten / light, 3),
     }
-    print(f"torch/types.h over torch/extension.h: {summary['ratio_light_over_full']}")
+    print(f"CPU: torch/types.h over torch/extension.h {summary['ratio_light_over_full']}, ATen's")
+    print(f"headers over torch/types.h {summary['ratio_aten_over_light']}")
     if args.out:
         args.out.write_text(json.dumps(summary, indent=2) + "\n")
     return 0

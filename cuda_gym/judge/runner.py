@@ -945,12 +945,74 @@ def _precompiled_headers() -> set:
     return wanted
 
 
-# A load_inline cuda.cu that includes torch/extension.h compiles first with torch/types.h in its
-# place (what load_inline itself puts at the top of cuda.cu): nvcc then parses a fraction of
-# the torch headers, twice (device and host passes). Sources naming what only the full header
-# declares keep it; a failed build is made again with the source as written.
+# A load_inline cuda.cu compiles first with a light set of ATen headers in place of
+# torch/types.h (which load_inline puts at its top) and torch/extension.h: the tensor class, the
+# dispatch macros, the common factories and torch's names for them. nvcc parses the torch headers
+# it reads twice (cudafe++ and cicc) and GCC once more; ATen/ATen.h declares every operator.
+# When that build fails it is made with torch/types.h in place of torch/extension.h, then as
+# written. Sources naming what only the full header declares skip the lighter tries.
 _FULL_HEADER = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension\.h[>"]', re.MULTILINE)
+_TYPES_HEADER = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/types\.h[>"]', re.MULTILINE)
 _LIGHT_HEADER = "#include <torch/types.h>"
+_ATEN_HEADERS = (
+    "ATen/core/Tensor.h",
+    "ATen/Dispatch.h",
+    "ATen/ops/empty.h",
+    "ATen/ops/empty_like.h",
+    "ATen/ops/empty_strided.h",
+    "ATen/ops/zeros.h",
+    "ATen/ops/zeros_like.h",
+    "ATen/ops/ones.h",
+    "ATen/ops/ones_like.h",
+    "ATen/ops/full.h",
+    "ATen/ops/full_like.h",
+    "optional",
+)
+# torch's spellings of ATen's names (torch/types.h's own declarations, written out).
+_TORCH_NAMES = (
+    "using namespace at;",
+    "using std::nullopt;",
+    "using std::optional;",
+    "using Dtype = at::ScalarType;",
+    *(
+        f"constexpr auto k{name} = at::k{aten};"
+        for name, aten in (
+            ("UInt8", "Byte"),
+            ("Int8", "Char"),
+            ("Int16", "Short"),
+            ("Int32", "Int"),
+            ("Int64", "Long"),
+            ("UInt16", "UInt16"),
+            ("UInt32", "UInt32"),
+            ("UInt64", "UInt64"),
+            ("Float16", "Half"),
+            ("Float32", "Float"),
+            ("Float64", "Double"),
+        )
+    ),
+    *(
+        f"constexpr auto k{short} = k{name};"
+        for short, name in (
+            ("U8", "UInt8"),
+            ("U16", "UInt16"),
+            ("U32", "UInt32"),
+            ("U64", "UInt64"),
+            ("I8", "Int8"),
+            ("I16", "Int16"),
+            ("I32", "Int32"),
+            ("I64", "Int64"),
+            ("F16", "Float16"),
+            ("F32", "Float32"),
+            ("F64", "Float64"),
+        )
+    ),
+)
+_ATEN_BLOCK = (
+    "".join(f"#include <{h}>\n" for h in _ATEN_HEADERS)
+    + "namespace torch {\n"
+    + "".join(f"{line}\n" for line in _TORCH_NAMES)
+    + "}  // namespace torch (cuda_gym's build stage: light torch headers)"
+)
 _FULL_HEADER_NAMES = (
     "PYBIND11",
     "pybind11",
@@ -965,13 +1027,39 @@ _FULL_HEADER_NAMES = (
 )
 
 
+def lighter_sources(text: str) -> list[str]:
+    """The texts a load_inline cuda.cu is first built from, lightest first (none: as written).
+
+    torch/types.h and torch/extension.h give way to the ATen headers of `_ATEN_BLOCK` (the
+    first include becomes the block, later ones go); then, where the source includes
+    torch/extension.h, that include alone gives way to torch/types.h.
+    """
+    if any(name in text for name in _FULL_HEADER_NAMES):
+        return []
+    out = []
+    if _FULL_HEADER.search(text) or _TYPES_HEADER.search(text):
+        both = re.compile(f"{_FULL_HEADER.pattern}|{_TYPES_HEADER.pattern}", re.MULTILINE)
+        first = [True]
+
+        def block(match: re.Match) -> str:
+            if first[0]:
+                first[0] = False
+                return _ATEN_BLOCK
+            return ""
+
+        out.append(both.sub(block, text))
+    if _FULL_HEADER.search(text):
+        out.append(_FULL_HEADER.sub(_LIGHT_HEADER, text))
+    return out
+
+
 def _lighter_cuda_builds(cpp_extension) -> None:
-    """Compile load_inline's cuda.cu with the lighter torch header first (_LIGHT_HEADER).
+    """Compile load_inline's cuda.cu with lighter torch headers first (`lighter_sources`).
 
     Wraps torch's build step: the cuda.cu that load_inline wrote into the build directory is
-    rewritten for one build and always put back as written; when that build fails, the
-    source as written is built (its error is the one reported). The library's name does not
-    change, so the runner imports it as built.
+    rewritten for a build and always put back as written; when that build fails, the next
+    lighter text is built, and last the source as written (its error is the one reported).
+    The library's name does not change, so the runner imports it as built.
     """
     import inspect
 
@@ -989,19 +1077,22 @@ def _lighter_cuda_builds(cpp_extension) -> None:
                     continue
                 with open(path) as handle:
                     text = handle.read()
-                if _FULL_HEADER.search(text) and not any(n in text for n in _FULL_HEADER_NAMES):
+                if lighter_sources(text):
                     written[path] = text
         except (TypeError, KeyError, OSError, UnicodeDecodeError):
             written = {}
         if not written:
             return build(*args, **kwargs)
+        tries = {path: lighter_sources(text) for path, text in written.items()}
         try:
-            for path, text in written.items():
-                with open(path, "w") as handle:
-                    handle.write(_FULL_HEADER.sub(_LIGHT_HEADER, text))
-            return build(*args, **kwargs)
-        except Exception:  # built again below as written: that build's error is reported
-            pass
+            for k in range(max(len(t) for t in tries.values())):
+                for path, texts in tries.items():
+                    with open(path, "w") as handle:
+                        handle.write(texts[min(k, len(texts) - 1)])
+                try:
+                    return build(*args, **kwargs)
+                except Exception:  # the next text; as written last, whose error is reported
+                    pass
         finally:
             for path, text in written.items():
                 with open(path, "w") as handle:

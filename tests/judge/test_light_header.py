@@ -1,4 +1,4 @@
-"""The build stage compiles cuda.cu with torch/types.h first; as written when that fails."""
+"""The build stage compiles cuda.cu with lighter torch headers first; as written when they fail."""
 
 import types
 
@@ -65,30 +65,49 @@ def _build(fake: FakeTorchBuild, directory, source: str, name: str = "cuda.cu"):
     return path
 
 
-def test_the_first_build_reads_the_lighter_header_and_the_source_is_put_back(tmp_path):
+def test_the_first_build_reads_atens_headers_and_the_source_is_put_back(tmp_path):
     fake = FakeTorchBuild()
     path = _build(fake, tmp_path, KERNEL)
     assert len(fake.seen) == 1
-    assert fake.seen[0].startswith("#include <torch/types.h>\n#include <cuda_runtime.h>")
-    assert fake.seen[0].replace("torch/types.h", "torch/extension.h") == KERNEL
+    assert fake.seen[0].startswith("#include <ATen/core/Tensor.h>\n")
+    assert "torch/extension.h" not in fake.seen[0] and "torch/types.h" not in fake.seen[0]
+    assert fake.seen[0].endswith(KERNEL.split("\n", 1)[1])
     assert path.read_text() == KERNEL
 
 
-def test_a_failed_light_build_is_made_again_as_written(tmp_path):
-    fake = FakeTorchBuild(fail=1)
+def test_failed_light_builds_are_made_again_with_torch_types_then_as_written(tmp_path):
+    fake = FakeTorchBuild(fail=2)
     path = _build(fake, tmp_path, KERNEL)
     assert [s.splitlines()[0] for s in fake.seen] == [
+        "#include <ATen/core/Tensor.h>",
         "#include <torch/types.h>",
         "#include <torch/extension.h>",
     ]
     assert path.read_text() == KERNEL
 
 
-def test_when_both_fail_the_error_is_the_one_of_the_source_as_written(tmp_path):
-    fake = FakeTorchBuild(fail=2)
-    with pytest.raises(RuntimeError, match=r"build 2\)"):
+def test_when_all_fail_the_error_is_the_one_of_the_source_as_written(tmp_path):
+    fake = FakeTorchBuild(fail=3)
+    with pytest.raises(RuntimeError, match=r"build 3\)"):
         _build(fake, tmp_path, KERNEL)
     assert (tmp_path / "cuda.cu").read_text() == KERNEL
+
+
+def test_load_inlines_own_torch_types_line_gives_way_too(tmp_path):
+    # load_inline puts `#include <torch/types.h>` atop every cuda.cu; both lines become one block.
+    source = "#include <torch/types.h>\n#include <cuda.h>\n" + KERNEL
+    fake = FakeTorchBuild(fail=1)
+    _build(fake, tmp_path, source)
+    assert fake.seen[0].count("#include <ATen/core/Tensor.h>") == 1
+    assert "torch/" not in fake.seen[0].replace("namespace torch", "")
+    assert fake.seen[1:] == [source.replace("torch/extension.h", "torch/types.h")]
+
+
+def test_a_source_with_torch_types_alone_is_tried_light_then_as_written(tmp_path):
+    source = KERNEL.replace("<torch/extension.h>", "<torch/types.h>")
+    fake = FakeTorchBuild(fail=1)
+    _build(fake, tmp_path, source)
+    assert fake.seen[0].startswith("#include <ATen/core/Tensor.h>") and fake.seen[1:] == [source]
 
 
 @pytest.mark.parametrize(
@@ -96,7 +115,7 @@ def test_when_both_fail_the_error_is_the_one_of_the_source_as_written(tmp_path):
     [
         KERNEL + "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {}\n",  # bindings in the .cu
         KERNEL + "torch::nn::functional::relu(x);\n",  # the C++ frontend
-        KERNEL.replace("<torch/extension.h>", "<torch/types.h>"),  # nothing to replace
+        KERNEL.replace("#include <torch/extension.h>\n", ""),  # nothing to replace
     ],
 )
 def test_sources_that_need_the_full_header_or_lack_it_are_built_as_written(tmp_path, source):
