@@ -43,11 +43,13 @@ import contextlib
 import functools
 import hashlib
 import importlib.util
+import random
 import re
 import shutil
 import struct
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -63,8 +65,11 @@ from cuda_gym.runtime.perf_sampling import (
     Mapping,
     PerfSampler,
     Samples,
+    executable_maps,
+    process_tree,
     tree_cpu_s,
 )
+from cuda_gym.runtime.process_memory import mapped_code_intact
 
 MIN_SAMPLES = 5  # 10 ms of CPU time in someone else's compute ...
 MAX_SHARE = 0.05  # ... and a twentieth of the sampled time of forward's calls, or
@@ -82,6 +87,10 @@ OWN_MIN_SHARE = 0.02
 # calls from its load on: an honest runner waits for its next call asleep (OpenMP's workers
 # spin a little after each call), and /proc counts in 10 ms ticks.
 OUTSIDE_CALLS_CPU_S = 1.0
+# The solution's own code is compared with its file while calls run (CpuWatch.window): every
+# CODE_CHECK_EVERY_S through each untimed call, once in this share of the timed ones.
+CODE_CHECK_TIMED_SHARE = 0.25
+CODE_CHECK_EVERY_S = 0.002
 
 # Python's interpreter computing: most of forward's sampled time, and more per call than the
 # runner's own Python around a call (1-2.3 ms measured per call on the 2-core VM, honest
@@ -538,6 +547,13 @@ class CpuWatch:
     `loaded()`, what the runner's processes spend outside forward's calls is work no call
     asked for (the sampler sees user space only, and a thread that burns kernel time, mapping
     and unmapping memory while the driver waits for the device, slows whoever times then).
+
+    Samples are placed by the file an address was mapped from, and the solution's own files are
+    checked (built by the judge, no library copied in); the code in memory must be that file's.
+    A thread of the watch compares them (`mapped_code_intact`) from `loaded()` on: while every
+    untimed call runs and a random share of the timed ones, and at every `check()`. Code
+    changed in memory (a library's code copied over the solution's own functions, put back
+    before each call returns) is `foreign_kernels`.
     """
 
     def __init__(
@@ -557,11 +573,74 @@ class CpuWatch:
         self._loaded_s: float | None = None
         self._in_calls_s = 0.0
         self.outside_s: float | None = None  # CPU seconds outside the calls, at the last check
+        self.code_changed: set[str] = set()  # own files whose code differs in memory
+        self.code_checks = 0  # comparisons of own code with its file that could be made
+        self._code_lock = threading.Lock()
+        self._watch_code = False
+        self._own_maps: list[tuple[int, Mapping]] = []
+        self._durations: list[float] = []  # seconds of the untimed windows
+        self._rng = random.Random()
 
     def loaded(self) -> None:
         """The runner has loaded the solution: its CPU time outside calls counts from now."""
         if self._accounts:
             self._loaded_s = tree_cpu_s(self.pid)
+        self._watch_code = self.attributor is not None
+        self.check_code()
+
+    def check_code(self, rescan: bool = True) -> None:
+        """Compare the executable mappings of the solution's own code with their files now.
+
+        rescan: read the processes' maps again (else the own mappings found last time).
+        """
+        if not self._watch_code:
+            return
+        with self._code_lock:
+            if rescan:
+                self._own_maps = [
+                    (pid, m)
+                    for pid in process_tree(self.pid)
+                    for m in executable_maps(pid)
+                    if m.path.startswith("/") and self.attributor.place_of_mapping(pid, m) == "own"
+                ]
+            for pid, m in self._own_maps:
+                if m.path in self.code_changed:
+                    continue
+                intact = mapped_code_intact(pid, m)
+                if intact is not None:
+                    self.code_checks += 1
+                if intact is False:
+                    self.code_changed.add(m.path)
+
+    @contextlib.contextmanager
+    def _code_watched(self, timed: bool):
+        """Compare own code with its file while the block runs.
+
+        All through an untimed call; in a random share of the timed ones, once, at a random
+        moment of a typical call (the comparison reads memory the runner may be using).
+        """
+        if not self._watch_code or (timed and self._rng.random() >= CODE_CHECK_TIMED_SHARE):
+            yield
+            return
+        stop = threading.Event()
+        typical = sorted(self._durations)[len(self._durations) // 2] if self._durations else 0
+
+        def watch() -> None:
+            if timed:
+                if not stop.wait(self._rng.uniform(0.0, typical)):
+                    self.check_code(rescan=False)
+                return
+            self.check_code(rescan=False)
+            while not stop.wait(CODE_CHECK_EVERY_S):
+                self.check_code(rescan=False)
+
+        thread = threading.Thread(target=watch, name="own-code-check", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
     @contextlib.contextmanager
     def window(self, timed: bool = False):
@@ -573,9 +652,13 @@ class CpuWatch:
         if self._since is None:
             self._since = start
         try:
-            yield
+            with self._code_watched(timed):
+                yield
         finally:
-            self._windows.append((start, time.monotonic_ns()))
+            end = time.monotonic_ns()
+            self._windows.append((start, end))
+            if not timed:
+                self._durations.append((end - start) / 1e9)
             if timed:
                 self.sampler.quiet(False)
             if before is not None:
@@ -592,6 +675,16 @@ class CpuWatch:
         self.total.add(self.attributor.attribute(samples, self._windows, self._since))
         self._windows = []
         found = assess(self.total, self.attributor.device, own_calls)
+        self.check_code()
+        if self.code_changed:
+            names = ", ".join(sorted(Path(p).name for p in self.code_changed))
+            found.append(
+                format_violation(
+                    ViolationKind.FOREIGN_KERNELS,
+                    f"the solution's own code ({names}) was changed in memory after it was "
+                    "loaded: what ran is not the code that was built and checked",
+                )
+            )
         if self._loaded_s is not None:
             self.outside_s = max(0.0, tree_cpu_s(self.pid) - self._loaded_s - self._in_calls_s)
             if self.outside_s >= OUTSIDE_CALLS_CPU_S:

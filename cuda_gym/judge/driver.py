@@ -510,6 +510,8 @@ class Driver:
         self.result.cpu_time["own_calls_per_forward"] = served.own_calls
         if served.watch.outside_s is not None:
             self.result.cpu_time["outside_calls_cpu_s"] = round(served.watch.outside_s, 3)
+        # comparisons of the solution's own code in memory with its file (0: not permitted)
+        self.result.cpu_time["own_code_checks"] = served.watch.code_checks
         if self.unsampled:
             self.result.cpu_time["unsampled_baselines"] = list(self.unsampled)
         served.violations += [v for v in violations if v not in served.violations]

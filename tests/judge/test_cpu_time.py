@@ -3,8 +3,10 @@
 import hashlib
 import mmap
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from cuda_gym.judge.cpu_time import (
     MIN_SAMPLES,
     Attribution,
     Attributor,
+    CpuWatch,
     Symbolizer,
     assess,
     file_hashes,
@@ -24,7 +27,13 @@ from cuda_gym.judge.cpu_time import (
     virtual_address,
 )
 from cuda_gym.judge.inline_build import is_extension_module
-from cuda_gym.runtime.perf_sampling import Mapping, Samples, executable_maps, tree_cpu_s
+from cuda_gym.runtime.perf_sampling import (
+    Mapping,
+    PerfUnavailable,
+    Samples,
+    executable_maps,
+    tree_cpu_s,
+)
 
 
 @pytest.mark.parametrize(
@@ -473,3 +482,69 @@ def test_tree_cpu_counts_kernel_time_and_reaped_children():
     finally:
         parent.kill()
         parent.wait()
+
+
+# Loads the solution's library and, on command, flips a byte of its code through /proc/self/mem
+# and puts it back: a library's code copied over its own functions only while a call runs.
+SELF_PATCHING_CHILD = """
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+address = ctypes.cast(lib.twice, ctypes.c_void_p).value
+with open("/proc/self/mem", "r+b", buffering=0) as mem:
+    mem.seek(address)
+    original = mem.read(1)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        if line.strip() in ("patch", "restore"):
+            mem.seek(address)
+            mem.write(bytes([original[0] ^ 0xFF]) if line.strip() == "patch" else original)
+        print("done", flush=True)
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs cc")
+@pytest.mark.parametrize("patch", [False, True])
+def test_own_code_changed_in_memory_during_a_call_is_foreign(tmp_path, patch):
+    src = tmp_path / "k.c"
+    src.write_text("int twice(int x) { return 2 * x; }\n")
+    lib = tmp_path / "ext.so"
+    subprocess.run(["cc", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", SELF_PATCHING_CHILD, str(lib)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+    def tell(command: str) -> None:
+        child.stdin.write(command + "\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "done"
+
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        who = Attributor(
+            own_hashes=frozenset({hashlib.sha256(lib.read_bytes()).hexdigest()}),
+            writable=(str(tmp_path),),
+        )
+        try:
+            watch = CpuWatch(child.pid, who)
+        except PerfUnavailable as exc:
+            pytest.skip(f"this kernel does not let us sample: {exc}")
+        try:
+            watch.loaded()
+            if not watch.code_checks:
+                pytest.skip("this process may not read the child's memory")
+            with watch.window():  # an untimed call: the code is compared all through it
+                tell("patch" if patch else "nothing")
+                time.sleep(0.05)
+                tell("restore")
+            found = [v for v in watch.check() if "changed in memory" in v]
+        finally:
+            watch.close()
+        assert bool(found) is patch
+        if patch:
+            assert found[0].startswith("foreign_kernels:") and "ext.so" in found[0]
+    finally:
+        child.stdin.close()
+        child.wait(10)
