@@ -69,7 +69,7 @@ from cuda_gym.runtime.perf_sampling import (
     process_tree,
     tree_cpu_s,
 )
-from cuda_gym.runtime.process_memory import mapped_code_intact
+from cuda_gym.runtime.process_memory import file_digests, memory_matches
 
 MIN_SAMPLES = 5  # 10 ms of CPU time in someone else's compute ...
 MAX_SHARE = 0.05  # ... and a twentieth of the sampled time of forward's calls, or
@@ -550,7 +550,7 @@ class CpuWatch:
 
     Samples are placed by the file an address was mapped from, and the solution's own files are
     checked (built by the judge, no library copied in); the code in memory must be that file's.
-    A thread of the watch compares them (`mapped_code_intact`) from `loaded()` on: while every
+    A thread of the watch compares them (`runtime.process_memory`) from `loaded()` on: while every
     untimed call runs and a random share of the timed ones, and at every `check()`. Code
     changed in memory (a library's code copied over the solution's own functions, put back
     before each call returns) is `foreign_kernels`.
@@ -577,7 +577,7 @@ class CpuWatch:
         self.code_checks = 0  # comparisons of own code with its file that could be made
         self._code_lock = threading.Lock()
         self._watch_code = False
-        self._own_maps: list[tuple[int, Mapping]] = []
+        self._own_maps: list[tuple[int, Mapping, tuple[bytes, ...]]] = []
         self._durations: list[float] = []  # seconds of the untimed windows
         self._rng = random.Random()
 
@@ -597,16 +597,21 @@ class CpuWatch:
             return
         with self._code_lock:
             if rescan:
-                self._own_maps = [
-                    (pid, m)
-                    for pid in process_tree(self.pid)
-                    for m in executable_maps(pid)
-                    if m.path.startswith("/") and self.attributor.place_of_mapping(pid, m) == "own"
-                ]
-            for pid, m in self._own_maps:
+                known = {(pid, m): d for pid, m, d in self._own_maps}
+                self._own_maps = []
+                for pid in process_tree(self.pid):
+                    for m in executable_maps(pid):
+                        if not m.path.startswith("/"):
+                            continue
+                        if self.attributor.place_of_mapping(pid, m) != "own":
+                            continue
+                        digests = known.get((pid, m)) or file_digests(pid, m)
+                        if digests is not None:
+                            self._own_maps.append((pid, m, digests))
+            for pid, m, digests in self._own_maps:
                 if m.path in self.code_changed:
                     continue
-                intact = mapped_code_intact(pid, m)
+                intact = memory_matches(pid, m, digests)
                 if intact is not None:
                     self.code_checks += 1
                 if intact is False:
