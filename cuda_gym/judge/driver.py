@@ -456,10 +456,11 @@ class Driver:
             # What the solution's process loaded, read from outside it: its own extensions
             # (kernels/ and load_inline's) may not call compute below the dispatcher.
             for shared_object in candidate_objects(link.proc.pid):
-                # On the CPU, also every ATen operator it refers to beyond the allowed ones (an
-                # extension's own thread or OpenMP worker calls them unseen by the ban); on a
-                # GPU the profile's kernel origins show torch's kernels whatever thread ran them.
-                ops = frozenset(allowed) if self.device == "cpu" else None
+                # Also every ATen operator it refers to beyond the allowed ones: an extension's
+                # own thread or OpenMP worker calls them unseen by the ban (whose mode is per
+                # thread), and on a GPU the profile that would show their kernels is taken in
+                # the solution's process, which can tell a profiled call from the others.
+                ops = frozenset(allowed)
                 served.violations += symbol_violations(
                     shared_object, ops, vendor_allowed=self.req.allow_vendor_libraries
                 )
