@@ -343,8 +343,19 @@ def test_the_interpreter_computing_is_foreign_but_the_runners_own_python_is_not(
     assert found.startswith("foreign_kernels: ") and "Python interpreter" in found
     # Python glue around a kernel doing the work: a share too small, whatever the time.
     glue = Attribution(windows=6)
-    glue.counts.update(interpreter=54, own=200)
+    glue.counts.update(interpreter=54, own=200, runtime=60)
     assert assess(glue) == []
+    # ... or a Python loop around many calls of its own functions (a time loop, ~11 us a step).
+    loop = Attribution(windows=6)
+    loop.counts.update(interpreter=54, own=200)
+    assert assess(loop, own_calls=1024) == []
+    # Python arithmetic beside own code that only spins as long (a red-team find): on the CPU
+    # the share is of the time outside the solution's own code.
+    padded = Attribution(windows=36)
+    padded.counts.update(interpreter=271, own=735, runtime=44)
+    (found,) = assess(padded, own_calls=4)
+    assert found.startswith("foreign_kernels: ") and "outside its own code" in found
+    assert assess(padded, device="cuda", own_calls=4) != [found]
     # One-time Python work in the first call (a table built lazily, a search of gc's objects).
     lazy = Attribution(windows=6, has_first_call=True)
     lazy.counts.update(interpreter=60, own=20)
