@@ -134,29 +134,27 @@ def index_blocks(data: bytes | mmap.mmap) -> np.ndarray:
 
 
 def window_hashes(data: bytes | mmap.mmap) -> Iterator[np.ndarray]:
-    """Hashes of every BLOCK-byte window of an ELF file's code, at every byte offset.
+    """Hashes of every BLOCK-byte window of a file, at every byte offset.
 
-    A chunk at a time (_CHUNK bytes); windows of one repeated 8-byte word are left out. A
-    window at an INDEX_STRIDE-aligned offset hashes as `index_blocks` does.
+    The whole file, not only the segments its program headers call executable: headers can
+    be rewritten once the file is loaded (or a segment made executable with mprotect), and
+    the code is still there. A chunk at a time (_CHUNK bytes); windows of one repeated 8-byte
+    word are left out. A window at an INDEX_STRIDE-aligned offset hashes as `index_blocks`
+    does.
     """
     up, down = _powers()
-    for start, end in _executable_ranges(data):
-        for at in range(start, end - BLOCK + 1, _CHUNK):
-            n = min(_CHUNK + BLOCK - 1, end - at)
-            code = np.frombuffer(data, np.uint8, count=n, offset=at)
-            prefix = np.zeros(n + 1, dtype=np.uint64)
-            with np.errstate(over="ignore"):
-                np.cumsum(code.astype(np.uint64) * up[:n], out=prefix[1:])
-                hashed = (prefix[BLOCK:] - prefix[:-BLOCK]) * down[: n - BLOCK + 1]
-            same = np.zeros(n - 7, dtype=np.int64)
-            np.cumsum(code[8:] == code[:-8], out=same[1:])
-            plain = same[BLOCK - 8 :] - same[: n - BLOCK + 1] == BLOCK - 8
-            yield _mix(hashed)[~plain]
-
-
-def code_size(data: bytes | mmap.mmap) -> int:
-    """Bytes of code (executable segments) of an ELF file; 0 for anything else."""
-    return sum(end - start for start, end in _executable_ranges(data))
+    end = len(data)
+    for at in range(0, end - BLOCK + 1, _CHUNK):
+        n = min(_CHUNK + BLOCK - 1, end - at)
+        code = np.frombuffer(data, np.uint8, count=n, offset=at)
+        prefix = np.zeros(n + 1, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            np.cumsum(code.astype(np.uint64) * up[:n], out=prefix[1:])
+            hashed = (prefix[BLOCK:] - prefix[:-BLOCK]) * down[: n - BLOCK + 1]
+        same = np.zeros(n - 7, dtype=np.int64)
+        np.cumsum(code[8:] == code[:-8], out=same[1:])
+        plain = same[BLOCK - 8 :] - same[: n - BLOCK + 1] == BLOCK - 8
+        yield _mix(hashed)[~plain]
 
 
 @dataclass(frozen=True)
@@ -165,13 +163,13 @@ class Copy:
 
     source: str  # the trusted library's path
     shared: int  # the trusted library's indexed blocks (a KiB of its code each) found
-    blocks: int  # KiB of the built library's code
+    blocks: int  # KiB of the built library (all of the file is searched)
 
     def describe(self, name: str) -> str:
         """One line saying that `name` is this copy."""
         return (
             f"{name} is a copy of {self.source} ({self.shared} KiB-blocks of that library's code"
-            f" found in its {self.blocks} KiB of code)"
+            f" found in its {self.blocks} KiB)"
         )
 
 
@@ -208,7 +206,7 @@ class LibraryIndex:
         owner = max(shared, key=shared.__getitem__)
         if shared[owner] < MIN_BLOCKS:
             return None
-        return Copy(self.paths[owner], shared[owner], -(-code_size(data) // INDEX_STRIDE))
+        return Copy(self.paths[owner], shared[owner], -(-len(data) // INDEX_STRIDE))
 
     def copy_of_file(self, path: Path) -> Copy | None:
         """`copy_of` for a file (read-only, by mapping it)."""

@@ -85,3 +85,22 @@ def test_trusted_trees_are_the_systems_and_pythons_not_the_current_folder(tmp_pa
     shutil.copyfile(LIBRARY, root / "cache" / "built.so")
     found = [p for p, *_ in library_copies._libraries([str(root)], skip=(str(root / "cache"),))]
     assert found == [str(root / "libc10.so")]
+
+
+def test_a_copy_whose_headers_deny_its_code_is_still_found(tmp_path):
+    # A red-team find: once the copy was loaded, the executable flag of its code segment was
+    # cleared in the file's program headers (the loader needs them no more); so was its ELF
+    # magic. The whole file is searched, whatever its headers say.
+    root = _trusted_root(tmp_path)
+    index = library_index(tmp_path / "cache", [str(root)])
+    data = bytearray(LIBRARY.read_bytes())
+    phoff = int.from_bytes(data[0x20:0x28], "little")
+    entsize = int.from_bytes(data[0x36:0x38], "little")
+    count = int.from_bytes(data[0x38:0x3A], "little")
+    for k in range(count):
+        flags = phoff + k * entsize + 4
+        data[flags] &= ~1  # PF_X off
+    assert library_copies._executable_ranges(bytes(data)) == []
+    data[:4] = b"\0ELF"
+    copy = index.copy_of(bytes(data))
+    assert copy is not None and copy.source == str(root / "libc10.so")
