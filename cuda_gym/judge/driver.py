@@ -90,6 +90,13 @@ RECHECK_BYTES = 4 << 30
 # Timing takes about this long at most: slower calls get fewer timed runs, never fewer than
 # MIN_TIMED_RUNS (the runner's whole budget, JudgeConfig.run_timeout_s, still bounds it).
 TIMING_BUDGET_S = 30.0
+# On the CPU a forward too short for the sampler to say where its time went gets more calls
+# (untimed, fresh inputs, before its samples are judged), ten at a time, until CENSUS_SAMPLES
+# samples after its first call, for at most CENSUS_BUDGET_S: a tiny task's copies, or its
+# Python, are otherwise a handful of 2 ms samples in the judgement's calls.
+CENSUS_SAMPLES = 60
+CENSUS_BUDGET_S = 2.0
+CENSUS_MAX_CALLS = 400
 MIN_TIMED_RUNS = 5
 # A profiled kernel time this far from the measured time is flagged (the profile is untrusted).
 PROFILE_MISMATCH_FACTOR = 1.5
@@ -311,6 +318,7 @@ class Driver:
         self.init_path = self.work / "init" / "init.pt"
         self._early: Served | Exception | None = None  # launch_candidate's runner
         self.unsampled: list[str] = []  # baselines whose runner could not be sampled (CPU)
+        self.census_calls = 0  # calls made for the CPU sampler alone (_census)
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -513,6 +521,7 @@ class Driver:
             self.result.cpu_time["outside_calls_cpu_s"] = round(served.watch.outside_s, 3)
         # comparisons of the solution's own code in memory with its file (0: not permitted)
         self.result.cpu_time["own_code_checks"] = served.watch.code_checks
+        self.result.cpu_time["census_calls"] = self.census_calls
         if self.unsampled:
             self.result.cpu_time["unsampled_baselines"] = list(self.unsampled)
         served.violations += [v for v in violations if v not in served.violations]
@@ -646,6 +655,8 @@ class Driver:
         self.result.deterministic = agree
         self.result.bitwise_deterministic = bitwise
         banned = not req.reference_as_candidate
+        if banned:
+            self._census(served, exp)
         self._check_cpu(served)
         if banned and served.own_calls == 0 and trials.correct:
             # A correct answer with no kernel of the solution's: PyTorch's allowed copy and
@@ -685,6 +696,26 @@ class Driver:
             self.result.violations = list(served.violations)
         if req.profile and not profiled:
             self._profile(served, inputs, exp, fseed)
+
+    def _census(self, served: Served, expected: list) -> None:
+        """More untimed calls where the CPU sampler has seen too little of forward (CENSUS_*)."""
+        watch = served.watch
+        if watch is None or watch.attributor is None or self.device != "cpu":
+            return
+        watch.check(served.own_calls)
+        start, calls = perf_counter(), 0
+        while (
+            watch.samples_after_first() < CENSUS_SAMPLES
+            and calls < CENSUS_MAX_CALLS
+            and perf_counter() - start < CENSUS_BUDGET_S
+        ):
+            for _ in range(10):
+                seed = secrets.randbits(62)
+                inputs = make_inputs(self.task, seed, self.device, "as_is")
+                served.call(inputs, expected, forward_seed(seed))
+                calls += 1
+            watch.check(served.own_calls)
+        self.census_calls += calls
 
     # -- timing ---------------------------------------------------------------------------------
 
