@@ -53,9 +53,12 @@ _BELOW_DISPATCHER = re.compile(
     r"|\bat::(?:enableRecordFunction|clearCallbacks|clearThreadLocalCallbacks|clearGlobalCallbacks"
     r"|removeCallback|disableCallback|reenableCallback|set_record_function_tls_)\b"
 )
-# Functions found by name at run time (libtorch's at::cpu:: kernels through dlsym, say): an
-# extension of the candidate's has no use for them.
-_RUNTIME_LOOKUP = re.compile(r"^(?:dlsym|dlvsym|dlopen|dlmopen|__libc_dl\w*)(?:@.*)?$")
+# Functions found by name at run time (libtorch's at::cpu:: kernels through dlsym, say, or
+# cuBLAS's GEMM in the symbol table dl_iterate_phdr leads to): an extension of the candidate's
+# has no use for them.
+_RUNTIME_LOOKUP = re.compile(
+    r"^(?:dlsym|dlvsym|dlopen|dlmopen|__libc_dl\w*|dl_iterate_phdr|dladdr1?|dlinfo)(?:@.*)?$"
+)
 # Python code run from C++: a module imported or source text compiled and run by name (whatever
 # the solution's Python may not import, say gc to reach the runner's objects, or torch.compile).
 _PYTHON_BY_NAME = re.compile(

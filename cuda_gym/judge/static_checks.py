@@ -89,6 +89,11 @@ NATIVE_FORBIDDEN_TOKENS = (
     "dlopen",
     "dlmopen",
     "__libc_dl",
+    # ... or found in the loaded libraries' own symbol tables (the list of them and their
+    # addresses), e.g. cuBLAS's GEMM in its dynamic symbol table.
+    "dl_iterate_phdr",
+    "dladdr",
+    "dlinfo",
     "at::cpu::",
     "at::native::",
     "at::compositeexplicitautograd",
