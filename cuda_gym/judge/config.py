@@ -100,6 +100,8 @@ class JudgeConfig:
         first_call_jit_s: What the first call may take on top instead when model_new.py
             imports triton: Triton compiles every kernel (and autotune config) at its first
             call and benchmarks the configs then.
+        cpu_census_s: On the CPU, how long the driver may make more untimed calls when the
+            sampler has seen too little of forward to say where its time went (0: none).
         retime_baselines: Baselines timed again with every candidate, right after it in the
             same hold of the device, whose times then make the speedups (the cached ones came
             from another moment). None: ("eager",) on the CPU, whose load and clocks drift,
@@ -155,6 +157,7 @@ class JudgeConfig:
     call_time_factor: float = 100.0
     call_time_floor_s: float = 2.0
     first_call_jit_s: float = 60.0
+    cpu_census_s: float = 2.0
     retime_baselines: tuple[str, ...] | None = None
     compile_baseline_timeout_s: float = 300.0
     cache_dir: Path | None = None
@@ -198,6 +201,8 @@ class JudgeConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"JudgeConfig.{name} must be positive")
+        if self.cpu_census_s < 0:
+            raise ConfigError("JudgeConfig.cpu_census_s must be >= 0")
         if not 0 <= self.build_nice <= 19:
             raise ConfigError("JudgeConfig.build_nice must be in [0, 19]")
         if not 0 <= self.reward_margin < 1:

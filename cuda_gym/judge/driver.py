@@ -92,10 +92,9 @@ RECHECK_BYTES = 4 << 30
 TIMING_BUDGET_S = 30.0
 # On the CPU a forward too short for the sampler to say where its time went gets more calls
 # (untimed, fresh inputs, before its samples are judged), ten at a time, until CENSUS_SAMPLES
-# samples after its first call, for at most CENSUS_BUDGET_S: a tiny task's copies, or its
-# Python, are otherwise a handful of 2 ms samples in the judgement's calls.
+# samples after its first call, for at most the request's census_s: a tiny task's copies, or
+# its Python, are otherwise a handful of 2 ms samples in the judgement's calls.
 CENSUS_SAMPLES = 60
-CENSUS_BUDGET_S = 2.0
 CENSUS_MAX_CALLS = 400
 MIN_TIMED_RUNS = 5
 # A profiled kernel time this far from the measured time is flagged (the profile is untrusted).
@@ -707,7 +706,7 @@ class Driver:
         while (
             watch.samples_after_first() < CENSUS_SAMPLES
             and calls < CENSUS_MAX_CALLS
-            and perf_counter() - start < CENSUS_BUDGET_S
+            and perf_counter() - start < self.req.census_s
         ):
             for _ in range(10):
                 seed = secrets.randbits(62)

@@ -409,6 +409,7 @@ class Judge:
             "extensions_dir": inline.extensions_dir,
             "compile_extensions": compile_in_runner,
             "load_timeout_s": cfg.load_timeout_s,
+            "census_s": cfg.cpu_census_s,
             "call_time_factor": cfg.call_time_factor,
             "call_time_floor_s": cfg.call_time_floor_s,
             "retime_baselines": list(cfg.resolved_retime_baselines) if timing else [],

@@ -167,6 +167,8 @@ class CandidateRequest:
         call_time_floor_s: ... but never less than this many seconds.
         first_call_extra_s: What the candidate's first call may take on top (lazy loading;
             a solution that JIT-compiles at its first call, Triton's, gets more).
+        census_s: On the CPU, how long more untimed calls may be made for a forward the
+            sampler has seen too little of (JudgeConfig.cpu_census_s).
         baselines_only: Time `baselines` only (no candidate: the solution fields are unused).
         retime_baselines: Baselines timed again right after the candidate, in the same hold of
             the device, so that both see the same machine (the CPU's load and clocks drift
@@ -202,6 +204,7 @@ class CandidateRequest:
     call_time_factor: float = 100.0
     call_time_floor_s: float = 2.0
     first_call_extra_s: float = 10.0
+    census_s: float = 2.0
     baselines_only: bool = False
     retime_baselines: list[str] = field(default_factory=list)
     library_index: str | None = None
