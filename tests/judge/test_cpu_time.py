@@ -271,24 +271,19 @@ def test_forward_done_by_allowed_copies_alone_is_no_own_kernel():
     moved.counts.update(runtime=34, interpreter=6)
     (found,) = assess(moved)
     assert found.startswith("no_own_kernel: ") and "copy, fill and view" in found
-    # the same with the solution's kernel doing a share of the work (a third of the copies'
-    # time: a kernel reading what a copy wrote), or on too few samples
+    # the same with the solution's kernel doing a share of the work, or on too few samples
     honest = Attribution(windows=40, has_first_call=True, torch_runtime=30)
-    honest.counts.update(runtime=34, interpreter=6, own=10)
+    honest.counts.update(runtime=34, interpreter=6, own=5)
     assert assess(honest) == []
     few = Attribution(windows=10, has_first_call=True, torch_runtime=12)
     few.counts.update(runtime=14)
     assert assess(few) == []
     assert assess(moved, device="cuda") == []  # a GPU's host time is launches and waits
-    # A multithreaded copy with a token call (a red-team find, measured): OpenMP's waits take
-    # most samples and count in no share, the runner's own Python is as much as the copy.
-    token = Attribution(windows=38, has_first_call=True, torch_runtime=10)
-    token.counts.update(own=1, runtime=17, interpreter=15, idle=237)
-    token.first_call.update(interpreter=1)
-    (found,) = assess(token)
-    assert found.startswith("no_own_kernel: ")
-    token.counts.update(own=2)  # own code doing a share of it (3 samples to the copies' 10)
-    assert assess(token) == []
+    # A tiny honest kernel (32x256 elements) with more calls for the sampler, measured: PyTorch's
+    # dispatch and allocation have more samples than its own code, and it is not kernel-free.
+    tiny = Attribution(windows=273, has_first_call=True, torch_runtime=9)
+    tiny.counts.update(own=2, runtime=23, interpreter=35)
+    assert assess(tiny) == []
 
 
 def test_work_between_calls_is_async_work_but_openmp_waits_are_not():
