@@ -654,7 +654,7 @@ class Driver:
         self.result.deterministic = agree
         self.result.bitwise_deterministic = bitwise
         banned = not req.reference_as_candidate
-        if banned:
+        if banned and trials.correct and agree:  # (a wrong answer is rejected as it is)
             self._census(served, exp)
         self._check_cpu(served)
         if banned and served.own_calls == 0 and trials.correct:
