@@ -59,7 +59,7 @@ def test_a_candidate_cannot_stall_the_round_trip_subtracted_from_its_time(tmp_pa
     """The exploit case's C++ thread holds the GIL in the phase where a driver measuring its
     round trip after the correctness calls would have measured it (~4 ms per empty call, every
     timed call that much faster): the round trip is measured before the candidate is loaded.
-    (The thread's work between calls is then async_work, from the CPU samples.)"""
+    (The thread's work between calls is then async_work when the samples see enough of it.)"""
     from benchmarks.exploits import SUITE
 
     case = next(c for c in SUITE.load_cases(device="cpu") if c.name == "round_trip_stall_cpp")
@@ -70,8 +70,11 @@ def test_a_candidate_cannot_stall_the_round_trip_subtracted_from_its_time(tmp_pa
     verdict = judge.evaluate(builtin_task(case.task).for_device("cpu"), root)
     assert verdict.checks["timing_recheck"] is True, verdict.error
     assert verdict.flags["candidate_timing"]["round_trip_ms"] < 2.0
-    sampled = "error" not in verdict.flags.get("cpu_time", {"error": "none"})
-    assert [v.split(":")[0] for v in verdict.violations] == (["async_work"] if sampled else [])
+    # Whether the stall between the last correctness call and the first timed one lasts the
+    # 100 ms of samples that make it async_work depends on the machine's load (it failed CI
+    # once): the round trip is this test's point; the exploit suite's run, with census calls,
+    # pins async_work.
+    assert {v.split(":")[0] for v in verdict.violations} <= {"async_work"}, verdict.violations
 
 
 EARLY_DONE_FORWARD = """
