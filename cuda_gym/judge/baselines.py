@@ -65,7 +65,8 @@ def probe_key(task_hash: str, info: DeviceInfo) -> str:
     # v4: a float64 pass that disagrees with the task's own pass is not used (fp64_disagrees).
     # v5: the speed-of-light bound counts no convolution flops (cuda_gym.judge.roofline).
     # v7: input invariants and transform masks, strict mode's accumulation units (judge/contract).
-    parts = [task_hash, info.device, info.name, info.torch_version, "probe-v7"]
+    # v8: whether the task only moves data (data_movement: PyTorch's copies refused in forward).
+    parts = [task_hash, info.device, info.name, info.torch_version, "probe-v8"]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
 

@@ -48,7 +48,7 @@ from cuda_gym.judge.compare import Comparison, check_outputs_match, runs_agree
 from cuda_gym.judge.config import FIRST_CALL_EXTRA_S, samples_host_cpu
 from cuda_gym.judge.contract import strict_scales
 from cuda_gym.judge.cpu_time import CpuWatch
-from cuda_gym.judge.fallback import ALLOWED_OPS, VENDOR_LIBRARY_OPS
+from cuda_gym.judge.fallback import ALLOWED_OPS, COPY_OPS, VENDOR_LIBRARY_OPS
 from cuda_gym.judge.handover import Handover
 from cuda_gym.judge.inputs import forward_seed, make_inputs, seed_forward
 from cuda_gym.judge.native_checks import candidate_objects, symbol_violations
@@ -414,6 +414,10 @@ class Driver:
         allowed = set(ALLOWED_OPS) - REFUSED_OPS
         if self.req.allow_vendor_libraries:
             allowed |= VENDOR_LIBRARY_OPS
+        if self.req.data_movement and banned:
+            # The task is a transpose, a pad, a concatenation: PyTorch's copies would be its
+            # whole computation (and an extension's thread could call them unseen by the ban).
+            allowed -= COPY_OPS
         early = self._early if candidate else None
         if candidate:
             self._early = None

@@ -92,6 +92,56 @@ ALLOWED_OPS = frozenset(
         "aten::is_pinned",
     }
 )
+# Copies of tensor data. Allowed where a task computes something (kernels lay out their inputs
+# and outputs with them); refused where the task's reference does nothing but move data
+# (`data_movement`, from the probe): there a copy is the task's computation.
+COPY_OPS = frozenset(
+    {
+        "aten::clone",
+        "aten::copy_",
+        "aten::_to_copy",
+        "aten::_copy_from",
+        "aten::_copy_from_and_resize",
+        "aten::lift_fresh_copy",
+    }
+)
+# Ops that only move data and that the allowed ones can express (a pad is zeros and a copy into
+# a slice, a concatenation copies into slices, a repeat copies an expanded view): a reference
+# made of these and the allowed ops alone is a data-movement task (`moves_data_only`).
+MOVEMENT_OPS = frozenset(
+    {
+        "aten::constant_pad_nd",
+        "aten::pad",
+        "aten::cat",
+        "aten::concat",
+        "aten::concatenate",
+        "aten::stack",
+        "aten::hstack",
+        "aten::vstack",
+        "aten::dstack",
+        "aten::column_stack",
+        "aten::roll",
+        "aten::repeat",
+        "aten::tile",
+        "aten::flip",
+        "aten::narrow_copy",
+        "aten::reflection_pad1d",
+        "aten::reflection_pad2d",
+        "aten::reflection_pad3d",
+        "aten::replication_pad1d",
+        "aten::replication_pad2d",
+        "aten::replication_pad3d",
+        "aten::_pad_circular",
+        *(
+            f"aten::{view}_copy"
+            for view in (
+                "permute", "transpose", "t", "view", "expand", "slice", "select", "unfold",
+                "diagonal", "as_strided", "squeeze", "unsqueeze", "split", "split_with_sizes",
+                "unbind", "alias", "detach", "_reshape_alias", "_unsafe_view", "unflatten",
+            )
+        ),
+    }
+)
 # The published rule lets the candidate's extension call cuBLAS GEMMs and cuDNN convolutions;
 # a task opts in with JudgeConfig(allow_vendor_libraries=True).
 VENDOR_LIBRARY_OPS = frozenset(
@@ -167,6 +217,39 @@ def _skip_dynamo_wrapper(mode_cls: type) -> None:
 
 
 _skip_dynamo_wrapper(FallbackBan)
+
+
+class OpRecorder(TorchDispatchMode):
+    """Records whether a forward computes (the probe's use on the reference).
+
+    `computes` stays False for a forward made of allocation, fills, views, copies and ops that
+    only move data (MOVEMENT_OPS: a transpose and a pad): its task is data movement.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: set[str] = set()
+        self.computes = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func._schema.name
+        self.ops.add(name)
+        if (name not in ALLOWED_OPS and name not in MOVEMENT_OPS) or _converts_dtype(
+            name, args, kwargs
+        ):
+            self.computes = True
+        return func(*args, **kwargs)
+
+
+_skip_dynamo_wrapper(OpRecorder)
+
+
+def moves_data_only(model, inputs: list) -> bool:
+    """Whether `model(*inputs)` computes nothing: it only allocates, fills, views and moves."""
+    with OpRecorder() as recorder:
+        model(*inputs)
+    return bool(recorder.ops) and not recorder.computes
 
 
 class NoBan:

@@ -394,6 +394,7 @@ class Judge:
             "tolerance_mode": cfg.tolerance_mode,
             "fp64_ok": bool(probe["fp64_ok"]),
             "strict_units": probe.get("strict_units"),
+            "data_movement": bool(probe.get("data_movement")),
             "allow_vendor_libraries": cfg.allow_vendor_libraries
             or bool(task.judge_options.get("allow_vendor_libraries")),
             "timing": timing,

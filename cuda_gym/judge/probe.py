@@ -1,7 +1,9 @@
 """The probe role: once per task, what the judge needs to know about it.
 
 Which input distributions it tolerates, whether it runs in float64, which trivial answers
-(zeros, the input, ...) would pass, and its roofline. Trusted code only: the task's Model.
+(zeros, the input, ...) would pass, its roofline, and whether it only moves data (its forward
+dispatches nothing but allocation, fills, views and copies: PyTorch's copies are then refused
+in the candidate's forward, `fallback.COPY_OPS`). Trusted code only: the task's Model.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ def run_probe(req: ProbeRequest, rep: Reporter) -> dict:
 
     from cuda_gym.judge import contract
     from cuda_gym.judge.compare import MODES, check_outputs_match
+    from cuda_gym.judge.fallback import moves_data_only
     from cuda_gym.judge.inputs import DISTRIBUTIONS, forward_seed, make_inputs, seed_forward
     from cuda_gym.judge.trivial import NAMES, trivial_answer
 
@@ -63,6 +66,7 @@ def run_probe(req: ProbeRequest, rep: Reporter) -> dict:
     fp64_ok = True
     fp64_disagrees = False
     roofline = None
+    data_movement = False
     # A trivial answer is degenerate under a mode when it matches on every distribution.
     matches = {mode: dict.fromkeys(NAMES, True) for mode in MODES}
     with torch.no_grad():
@@ -110,6 +114,8 @@ def run_probe(req: ProbeRequest, rep: Reporter) -> dict:
                     scales = [contract.strict_scales(model64, inputs, units)]
             if roofline is None:
                 roofline = _roofline(model, inputs, out, device)
+                seed_forward(fseed)
+                data_movement = moves_data_only(model, _clone(inputs))
             for name in NAMES:
                 answer = trivial_answer(name, out, inputs)
                 for mode in MODES:
@@ -139,6 +145,7 @@ def run_probe(req: ProbeRequest, rep: Reporter) -> dict:
         "numerics": numerics,
         "input_contract": input_contract,
         "strict_units": units,
+        "data_movement": data_movement,
     }
 
 

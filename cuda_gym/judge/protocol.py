@@ -146,6 +146,8 @@ class CandidateRequest:
         strict_units: The probe's count of fp32 rounding units per output (the strict bound's
             factor, cuda_gym.judge.contract); None: strict keeps its measured bound only.
         allow_vendor_libraries: GEMM/convolution ops allowed inside forward.
+        data_movement: The task's reference only moves data (the probe's finding): PyTorch's
+            copies are refused inside forward too (`fallback.COPY_OPS`).
         timing: Time the candidate (and the baselines below).
         profile: Return the candidate's profile table.
         reference_as_candidate: The solution is the task's own Model (ban lifted).
@@ -205,6 +207,7 @@ class CandidateRequest:
     call_time_floor_s: float = 2.0
     first_call_extra_s: float = 10.0
     census_s: float = 2.0
+    data_movement: bool = False
     baselines_only: bool = False
     retime_baselines: list[str] = field(default_factory=list)
     library_index: str | None = None

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from cuda_gym.judge.fallback import FallbackBan, FallbackRefused
+from cuda_gym.judge.fallback import COPY_OPS, FallbackBan, FallbackRefused, moves_data_only
 
 
 def test_the_ban_does_not_import_dynamo():
@@ -66,3 +66,46 @@ def test_dtype_conversions_and_compute_are_refused(compute):
     with torch.no_grad(), pytest.raises(FallbackRefused, match=r"allowed: allocation"), ban:
         compute(torch.randn(4, 4))
     assert len(ban.violations) == 1
+
+
+class _Forward(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+@pytest.mark.parametrize(
+    "forward, moves",
+    [
+        (lambda x: torch.nn.functional.pad(x.transpose(-1, -2), (0, 8)), True),
+        (lambda x: torch.cat([x, x.flip(0)], dim=1).contiguous(), True),
+        (lambda x: x.permute(1, 0).repeat(2, 1), True),
+        (lambda x: torch.nn.functional.pad(x, (1, 1)).relu(), False),
+        (lambda x: x.t().contiguous().half(), False),
+        (lambda x: torch.softmax(x, dim=-1), False),
+    ],
+    ids=["transpose_pad", "cat_flip", "permute_repeat", "pad_relu", "to_half", "softmax"],
+)
+def test_a_reference_that_only_moves_data_is_told_apart(forward, moves):
+    # The probe's finding: where it holds, PyTorch's copies are refused in the candidate's
+    # forward (they would be the task's whole computation, beside a token call of its own).
+    with torch.no_grad():
+        assert moves_data_only(_Forward(forward), [torch.randn(6, 5)]) is moves
+
+
+def test_the_ban_without_copies_refuses_them_and_allows_the_rest():
+    ban = FallbackBan()
+    ban.allowed = ban.allowed - COPY_OPS
+    x = torch.randn(4, 4)
+    with torch.no_grad(), ban:
+        out = torch.zeros(4, 6)
+        out[:, :4].t()  # views and fills stay allowed
+        x.contiguous()  # no copy: already contiguous
+    assert ban.violations == []
+    for copy in (lambda: x.t().contiguous(), lambda: x.clone(), lambda: out[:, :4].copy_(x)):
+        with torch.no_grad(), pytest.raises(FallbackRefused), ban:
+            copy()
+    assert len(ban.violations) == 3
