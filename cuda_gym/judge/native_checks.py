@@ -11,8 +11,9 @@ compute below PyTorch's dispatcher (where the fallback ban cannot see it): ATen'
 and native kernels (`at::cpu::`, `at::native::`, ...), the dispatcher's own handles (typed
 operator handles redispatch with any key set), redispatch, the dispatch TLS (popping the
 dispatch-mode stack, excluding dispatch keys, the raw key-set variable), switching RecordFunction
-off, BLAS/LAPACK routines in any spelling, and every C function libtorch_cpu exports (MKL under
-all its names, AOTInductor's shims that call ATen's kernels, NNPACK, ...) but a few harmless
+off or asking whether it is observed (a profiler's callbacks, CUPTI, Kineto), BLAS/LAPACK
+routines in any spelling, and every C function libtorch_cpu exports (MKL under all its names,
+AOTInductor's shims that call ATen's kernels, NNPACK, ...) but a few harmless
 families (`TORCH_C_EXPORTS_ALLOWED`: Sleef's vector math, which ATen's inline vector code calls,
 logging flags, the stable ABI's tensor accessors).
 """
@@ -52,6 +53,14 @@ _BELOW_DISPATCHER = re.compile(
     # RecordFunction (what a profiler of ATen's calls observes) switched off.
     r"|\bat::(?:enableRecordFunction|clearCallbacks|clearThreadLocalCallbacks|clearGlobalCallbacks"
     r"|removeCallback|disableCallback|reenableCallback|set_record_function_tls_)\b"
+)
+# Whether ATen's calls are observed (a profiler's RecordFunction callbacks, CUPTI, Kineto): on a
+# GPU the driver's profile of the solution's kernels is taken in its process, and a solution
+# that could tell a profiled call from the others could run its own kernels only then.
+_PROFILER_STATE = re.compile(
+    r"\bat::(?:hasCallbacks|hasGlobalCallbacks|hasThreadLocalCallbacks|isRecordFunctionEnabled"
+    r"|getStepCallbacks|getStepCallbacksUnlessEmpty|RecordFunction::isActive)\b"
+    r"|\btorch::(?:autograd::)?profiler::|\blibkineto::|^cupti[A-Z]\w*(?:@.*)?$"
 )
 # Functions found by name at run time (libtorch's at::cpu:: kernels through dlsym, say, or
 # cuBLAS's GEMM in the symbol table dl_iterate_phdr leads to): an extension of the candidate's
@@ -294,6 +303,7 @@ def bad_symbol(
         or _RUNTIME_LOOKUP.match(symbol)
         or _PYTHON_BY_NAME.match(symbol)
         or _OWN_INTERPRETERS.match(symbol)
+        or _PROFILER_STATE.search(symbol)
     ):
         return True
     call = _OPERATOR_CALL.match(symbol) if allowed_ops is not None else None

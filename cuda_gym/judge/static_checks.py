@@ -109,6 +109,14 @@ NATIVE_FORBIDDEN_TOKENS = (
     "enableRecordFunction",
     "RecordFunctionGuard",
     "clearCallbacks",
+    # ... or asked whether it is observed: a profiled call told from the others.
+    "hasCallbacks",
+    "StepCallbacks",
+    "isRecordFunctionEnabled",
+    "profilerEnabled",
+    "profiler::",
+    "cupti",
+    "libkineto",
     "aoti_torch_",
     # Python run from C++ by name (modules imported, source evaluated), and the assembler's
     # file inclusion (`.incbin "/any/file"` copies a file the compiler can read into the binary).
