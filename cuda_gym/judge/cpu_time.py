@@ -68,6 +68,7 @@ from cuda_gym.runtime.perf_sampling import (
     executable_maps,
     process_tree,
     tree_cpu_s,
+    tree_user_s,
 )
 from cuda_gym.runtime.process_memory import file_digests, memory_matches
 
@@ -88,6 +89,12 @@ OWN_MIN_SHARE = 0.02
 # calls from its load on: an honest runner waits for its next call asleep (OpenMP's workers
 # spin a little after each call), and /proc counts in 10 ms ticks.
 OUTSIDE_CALLS_CPU_S = 1.0
+# Forward's user-mode CPU time (/proc, which counts threads that have ended) that no sample saw:
+# each thread is sampled every PERIOD_NS of its own CPU time, so work split over threads that
+# each end before that is never seen (PyTorch's GEMM called in 1 ms slices, each from a new
+# thread: 80-90 % unseen). Honest forwards: at most 0.08 s and 17 % (the false-rejection corpus).
+UNSAMPLED_MIN_S = 0.25
+UNSAMPLED_SHARE = 0.5
 # The solution's own code is compared with its file while calls run (CpuWatch.window): every
 # CODE_CHECK_EVERY_S through each untimed call, once in this share of the timed ones.
 CODE_CHECK_TIMED_SHARE = 0.25
@@ -577,7 +584,12 @@ class CpuWatch:
         self._accounts = attributor is not None and device == "cpu"
         self._loaded_s: float | None = None
         self._in_calls_s = 0.0
+        self._in_calls_user_s = 0.0
+        self._period_s = period_ns / 1e9
         self.outside_s: float | None = None  # CPU seconds outside the calls, at the last check
+        # User-mode CPU seconds in the calls (/proc) and how much of it no sample saw
+        self.in_calls_user_s: float | None = None
+        self.unsampled_s: float | None = None
         self.code_changed: set[str] = set()  # own files whose code differs in memory
         self.code_checks = 0  # comparisons of own code with its file that could be made
         self._code_lock = threading.Lock()
@@ -656,6 +668,7 @@ class CpuWatch:
     def window(self, timed: bool = False):
         """Count the samples taken while the block runs (one call of forward)."""
         before = tree_cpu_s(self.pid) if self._loaded_s is not None else None
+        user_before = tree_user_s(self.pid) if before is not None else None
         if timed:
             self.sampler.quiet(True)
         start = time.monotonic_ns()
@@ -673,6 +686,7 @@ class CpuWatch:
                 self.sampler.quiet(False)
             if before is not None:
                 self._in_calls_s += tree_cpu_s(self.pid) - before
+                self._in_calls_user_s += tree_user_s(self.pid) - user_before
 
     def samples_after_first(self) -> int:
         """Samples attributed so far (at the last `check`) in forward's calls after its first."""
@@ -701,6 +715,23 @@ class CpuWatch:
                 )
             )
         if self._loaded_s is not None:
+            sampled = self.total.total + self.total.counts["idle"] + self.total.lost
+            self.in_calls_user_s = self._in_calls_user_s
+            self.unsampled_s = max(0.0, self._in_calls_user_s - sampled * self._period_s)
+            if (
+                self.unsampled_s >= UNSAMPLED_MIN_S
+                and self.unsampled_s >= UNSAMPLED_SHARE * self._in_calls_user_s
+            ):
+                found.append(
+                    format_violation(
+                        ViolationKind.FOREIGN_KERNELS,
+                        f"{self.unsampled_s:.2f} s of forward's {self._in_calls_user_s:.2f} s of"
+                        " CPU time ran where the judge's sampler saw none of it (threads that end"
+                        f" before {PERIOD_NS / 1e6:.0f} ms of CPU time each): whose compute it"
+                        " was cannot be told; keep worker threads alive across calls (OpenMP,"
+                        " at::parallel_for, a pool)",
+                    )
+                )
             self.outside_s = max(0.0, tree_cpu_s(self.pid) - self._loaded_s - self._in_calls_s)
             if self.outside_s >= OUTSIDE_CALLS_CPU_S:
                 found.append(
