@@ -246,9 +246,15 @@ _skip_dynamo_wrapper(OpRecorder)
 
 
 def moves_data_only(model, inputs: list) -> bool:
-    """Whether `model(*inputs)` computes nothing: it only allocates, fills, views and moves."""
-    with OpRecorder() as recorder:
-        model(*inputs)
+    """Whether `model(*inputs)` computes nothing: it only allocates, fills, views and moves.
+
+    False where the forward cannot run under a dispatch mode (it is then judged as any task).
+    """
+    try:
+        with OpRecorder() as recorder:
+            model(*inputs)
+    except Exception:  # e.g. an op with no Python dispatch support
+        return False
     return bool(recorder.ops) and not recorder.computes
 
 

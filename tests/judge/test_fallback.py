@@ -109,3 +109,10 @@ def test_the_ban_without_copies_refuses_them_and_allows_the_rest():
         with torch.no_grad(), pytest.raises(FallbackRefused), ban:
             copy()
     assert len(ban.violations) == 3
+
+
+def test_a_reference_that_cannot_run_under_a_mode_is_judged_as_any_task():
+    def fails(x):
+        raise RuntimeError("no Python dispatch for this op")
+
+    assert moves_data_only(_Forward(fails), [torch.randn(2)]) is False
