@@ -101,6 +101,7 @@ MIN_TIMED_RUNS = 5
 PROFILE_MISMATCH_FACTOR = 1.5
 # Host escapes of tensor data from Python (torch.tensor(list) is aten::lift_fresh of host data).
 REFUSED_OPS = frozenset({"aten::lift_fresh"})
+NO_OWN_KERNEL_PREFIX = f"{ViolationKind.NO_OWN_KERNEL.value}:"
 NO_OWN_KERNEL = format_violation(
     ViolationKind.NO_OWN_KERNEL,
     "ModelNew.forward called none of the solution's own compiled functions"
@@ -513,11 +514,18 @@ class Driver:
             else:
                 self.unsampled.append(role)
 
-    def _check_cpu(self, served: Served) -> None:
-        """Add the CPU watch's findings (if any) to the violations; keep its counts."""
+    def _check_cpu(self, served: Served, correct: bool = True) -> None:
+        """Add the CPU watch's findings (if any) to the violations; keep its counts.
+
+        correct: the answers were right. A wrong one is rejected as it is: PyTorch's copies
+        doing the work (no_own_kernel) is a finding about correct answers (a stored output
+        cloned on every call is just incorrect).
+        """
         if served.watch is None:
             return
         violations = served.watch.check(served.own_calls)
+        if not correct:
+            violations = [v for v in violations if not v.startswith(NO_OWN_KERNEL_PREFIX)]
         self.result.cpu_time = served.watch.total.summary()
         self.result.cpu_time["own_calls_per_forward"] = served.own_calls
         if served.watch.outside_s is not None:
@@ -664,7 +672,7 @@ class Driver:
         banned = not req.reference_as_candidate
         if banned and trials.correct and agree:  # (a wrong answer is rejected as it is)
             self._census(served, exp)
-        self._check_cpu(served)
+        self._check_cpu(served, trials.correct)
         if banned and served.own_calls == 0 and trials.correct:
             # A correct answer with no kernel of the solution's: PyTorch's allowed copy and
             # view ops did the work (a data-movement task). A wrong one is just incorrect.
