@@ -117,6 +117,13 @@ NATIVE_FORBIDDEN_TOKENS = (
     "profiler::",
     "cupti",
     "libkineto",
+    # ... and the interpreter's profile and trace hooks (the runner counts own calls under one).
+    "c_profilefunc",
+    "c_tracefunc",
+    "c_profileobj",
+    "c_traceobj",
+    "PyEval_SetProfile",
+    "PyEval_SetTrace",
     "aoti_torch_",
     # Python run from C++ by name (modules imported, source evaluated), and the assembler's
     # file inclusion (`.incbin "/any/file"` copies a file the compiler can read into the binary).
