@@ -188,6 +188,15 @@ def test_on_the_cpu_an_extension_may_refer_only_to_the_allowed_operators():
         "item",
     ):
         assert not native_checks.bad_symbol(f"at::_ops::{fine}::call(x)", allowed), fine
+    # A data-movement task: copies are its computation (an extension's thread would call them
+    # unseen by the ban); contiguous stays allowed (inline in every x.contiguous()).
+    from cuda_gym.judge.fallback import COPY_OPS
+
+    moving = allowed - COPY_OPS
+    for copy in ("clone", "copy_", "_to_copy"):
+        assert native_checks.bad_symbol(f"at::_ops::{copy}::call(x)", moving), copy
+        assert not native_checks.bad_symbol(f"at::_ops::{copy}::call(x)", allowed), copy
+    assert not native_checks.bad_symbol("at::_ops::contiguous::call(x)", moving)
     # The interpreters that run operators of their own; not AutogradMeta's vtable.
     assert native_checks.bad_symbol("torch::jit::compile(std::string const&)")
     assert not native_checks.bad_symbol("vtable for torch::autograd::AutogradMeta", allowed)
