@@ -68,7 +68,7 @@ from cuda_gym.runtime.perf_sampling import (
     executable_maps,
     process_tree,
     tree_cpu_s,
-    tree_user_s,
+    tree_cpu_times,
 )
 from cuda_gym.runtime.process_memory import file_digests, memory_matches
 
@@ -671,8 +671,7 @@ class CpuWatch:
     @contextlib.contextmanager
     def window(self, timed: bool = False):
         """Count the samples taken while the block runs (one call of forward)."""
-        before = tree_cpu_s(self.pid) if self._loaded_s is not None else None
-        user_before = tree_user_s(self.pid) if before is not None else None
+        before = tree_cpu_times(self.pid) if self._loaded_s is not None else None
         if timed:
             self.sampler.quiet(True)
         start = time.monotonic_ns()
@@ -689,8 +688,9 @@ class CpuWatch:
             if timed:
                 self.sampler.quiet(False)
             if before is not None:
-                self._in_calls_s += tree_cpu_s(self.pid) - before
-                self._in_calls_user_s += tree_user_s(self.pid) - user_before
+                user, total = tree_cpu_times(self.pid)
+                self._in_calls_user_s += user - before[0]
+                self._in_calls_s += total - before[1]
 
     def samples_after_first(self) -> int:
         """Samples attributed so far (at the last `check`) in forward's calls after its first."""
@@ -842,21 +842,20 @@ def assess(
         )
     # The first call aside: one-time work of forward's (a table built lazily in Python) is there.
     python = attribution.counts["interpreter"] - first["interpreter"]
+    calls = attribution.windows - attribution.has_first_call
+    own_ms = own_after * PERIOD_NS / 1e6 / max(1, calls)
     rest = after_first
     python_ms = PY_MS_PER_CALL
     if device == "cpu":
         # The share is of the time not in the solution's own code: own code that only spins
         # beside Python's arithmetic (a "validation pass" as long as the Python took) must not
-        # dilute it; a Python loop around many calls of its own functions may take more.
+        # dilute it; a Python loop around many calls of its own functions may take more, but
+        # no more than those calls' own work: empty calls of its own (the count comes from one
+        # call, which C++ can tell by its profile hook) buy none. (Honest time loop,
+        # rnn_python_time_loop: 15 ms of Python, 33 ms own per call.)
         # (On a GPU such own host code is `no_own_kernel` below.)
         rest = after_first - own_after
-    calls = attribution.windows - attribution.has_first_call
-    if device == "cpu":
-        # The loop's allowance is backed by the work of the calls it makes: empty calls of
-        # its own (the count comes from one call, which C++ can tell by its profile hook) buy
-        # none. (Honest time loop, rnn_python_time_loop: 15 ms of Python, 33 ms own per call.)
-        own_per_call_ms = own_after * PERIOD_NS / 1e6 / max(1, calls)
-        allowance = min(PY_MS_PER_OWN_CALL * own_calls, PY_OWN_BACKING * own_per_call_ms)
+        allowance = min(PY_MS_PER_OWN_CALL * own_calls, PY_OWN_BACKING * own_ms)
         python_ms = max(PY_MS_PER_CALL, allowance)
     per_call_ms = python * PERIOD_NS / 1e6 / max(1, calls)
     if python >= PY_MIN_SAMPLES and python >= PY_SHARE * rest and per_call_ms >= python_ms:
@@ -870,7 +869,6 @@ def assess(
                 " compiled code must do it",
             )
         )
-    own_ms = own_after * PERIOD_NS / 1e6 / max(1, calls)
     glue_ms = max(HOST_MS_PER_CALL, HOST_MS_PER_OWN_CALL * own_calls)
     if device == "cuda" and own_after >= HOST_MIN_SAMPLES and own_ms >= glue_ms:
         found.append(

@@ -64,7 +64,7 @@ from cuda_gym.judge.protocol import (
 from cuda_gym.judge.static_checks import reference_state
 from cuda_gym.judge.timing import L2_FLUSH_BYTES, kernel_origin
 from cuda_gym.judge.untrusted import RunnerFailed, RunnerLink, runner_sandbox
-from cuda_gym.judge.verdict import ViolationKind, format_violation
+from cuda_gym.judge.verdict import ViolationKind, format_violation, violation_kind
 from cuda_gym.runtime.perf_sampling import PerfUnavailable
 
 ROUND_TRIP_CALLS = 20
@@ -101,7 +101,6 @@ MIN_TIMED_RUNS = 5
 PROFILE_MISMATCH_FACTOR = 1.5
 # Host escapes of tensor data from Python (torch.tensor(list) is aten::lift_fresh of host data).
 REFUSED_OPS = frozenset({"aten::lift_fresh"})
-NO_OWN_KERNEL_PREFIX = f"{ViolationKind.NO_OWN_KERNEL.value}:"
 NO_OWN_KERNEL = format_violation(
     ViolationKind.NO_OWN_KERNEL,
     "ModelNew.forward called none of the solution's own compiled functions"
@@ -525,7 +524,9 @@ class Driver:
             return
         violations = served.watch.check(served.own_calls)
         if not correct:
-            violations = [v for v in violations if not v.startswith(NO_OWN_KERNEL_PREFIX)]
+            violations = [
+                v for v in violations if violation_kind(v) is not ViolationKind.NO_OWN_KERNEL
+            ]
         self.result.cpu_time = served.watch.total.summary()
         self.result.cpu_time["own_calls_per_forward"] = served.own_calls
         if served.watch.outside_s is not None:

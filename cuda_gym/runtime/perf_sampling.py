@@ -144,34 +144,27 @@ def process_tree(pid: int) -> list[int]:
     return found
 
 
+def tree_cpu_times(pid: int) -> tuple[float, float]:
+    """CPU seconds of `pid` and its descendants (their reaped children too): (user, user + kernel).
+
+    User time is what a sampler of user-space instruction pointers can see; a process's count
+    includes its threads that have exited.
+    """
+    user = total = 0
+    for member in process_tree(pid):
+        try:
+            text = Path(f"/proc/{member}/stat").read_text()
+            fields = [int(v) for v in text[text.rindex(")") + 2 :].split()[11:15]]
+        except (OSError, ValueError, IndexError):
+            continue
+        user += fields[0] + fields[2]  # utime cutime
+        total += sum(fields)  # utime stime cutime cstime
+    return user / _CLOCK_TICKS, total / _CLOCK_TICKS
+
+
 def tree_cpu_s(pid: int) -> float:
     """CPU seconds, user and kernel, of `pid` and its descendants (their reaped children too)."""
-    ticks = 0
-    for member in process_tree(pid):
-        try:
-            text = Path(f"/proc/{member}/stat").read_text()
-            fields = text[text.rindex(")") + 2 :].split()
-            ticks += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
-        except (OSError, ValueError, IndexError):
-            continue
-    return ticks / _CLOCK_TICKS
-
-
-def tree_user_s(pid: int) -> float:
-    """User-mode CPU seconds of `pid` and its descendants (their reaped children too).
-
-    What a sampler of user-space instruction pointers can see: a process's count includes its
-    threads that have exited.
-    """
-    ticks = 0
-    for member in process_tree(pid):
-        try:
-            text = Path(f"/proc/{member}/stat").read_text()
-            fields = text[text.rindex(")") + 2 :].split()
-            ticks += int(fields[11]) + int(fields[13])  # utime cutime
-        except (OSError, ValueError, IndexError):
-            continue
-    return ticks / _CLOCK_TICKS
+    return tree_cpu_times(pid)[1]
 
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
