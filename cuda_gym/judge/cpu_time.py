@@ -92,7 +92,7 @@ OUTSIDE_CALLS_CPU_S = 1.0
 # Forward's user-mode CPU time (/proc, which counts threads that have ended) that no sample saw:
 # each thread is sampled every PERIOD_NS of its own CPU time, so work split over threads that
 # each end before that is never seen (PyTorch's GEMM called in 1 ms slices, each from a new
-# thread: 80-90 % unseen), half of forward's time outside its own code (which an own spin would
+# thread: 77-88 % unseen), half of forward's time outside its own code (which an own spin would
 # otherwise pad). Honest forwards: at most 0.08 s (the false-rejection corpus); a thread per
 # core per call, each 13 ms: 0.16 s, 22 %.
 UNSAMPLED_MIN_S = 0.25
