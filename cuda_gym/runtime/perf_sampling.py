@@ -1,14 +1,25 @@
 """Where another process spends its CPU time, sampled from outside it with Linux perf events.
 
-`PerfSampler(pids)` opens one software "task-clock" event per thread of each process and per
-online CPU (`perf_event_open(2)`), inherited by every thread and child those threads start
-later, and samples the user-space instruction pointer every `period_ns` of CPU time. The events
-belong to the sampling process: the sampled one cannot see, stop or reconfigure them. A thread
-of the sampler empties the ring buffers every `drain_s` (a full ring drops new samples, and
-counts them as lost) and rereads the processes' memory maps, so that a library loaded and
+`PerfSampler(pid)` samples the user-space instruction pointer of a process, its descendants and
+every thread they start, every `period_ns` of CPU time, in one of two ways (`perf_event_open(2)`):
+
+- per thread (the default): one software "task-clock" event per thread of each process and per
+  online CPU, inherited by every thread and child those threads start later. Each inherited
+  event starts its period afresh, so a thread that ends before `period_ns` of CPU time is never
+  sampled: work split over short-lived threads goes unseen.
+- per CPU (`per_cpu=True`): one "cpu-clock" event per online CPU that samples whoever runs
+  there, with the kernel's fork and exit records; the sampler follows the process's threads and
+  descendants through those records (`Threads`) and keeps the samples of those threads alive
+  at the sample's time only (a thread id reused by another process is not followed). Short-lived
+  threads are sampled like any other. The kernel allows it to root, CAP_PERFMON or
+  `kernel.perf_event_paranoid` <= 0; each event fires on its CPU whoever runs there.
+
+The events belong to the sampling process: the sampled one cannot see, stop or reconfigure them.
+A thread of the sampler empties the ring buffers every `drain_s` (a full ring drops new samples,
+and counts them as lost) and rereads the processes' memory maps, so that a library loaded and
 unloaded between two looks is still attributed to whoever was mapped where.
 
-The kernel decides who may sample whom: root (or CAP_PERFMON) always; otherwise
+The kernel decides who may sample whom: root (or CAP_PERFMON) always; otherwise, per thread,
 `kernel.perf_event_paranoid` <= 2 and ptrace rights over the target. Where it refuses,
 `PerfUnavailable` says why; callers decide whether that is fatal.
 """
@@ -21,17 +32,19 @@ import os
 import platform
 import struct
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 _SYSCALL = {"x86_64": 298, "aarch64": 241, "ppc64le": 319, "s390x": 331}
 _ATTR_SIZE = 128  # PERF_ATTR_SIZE_VER7
-_TYPE_SOFTWARE, _SW_TASK_CLOCK = 1, 1
+_TYPE_SOFTWARE, _SW_CPU_CLOCK, _SW_TASK_CLOCK = 1, 0, 1
 _SAMPLE_IP, _SAMPLE_TID, _SAMPLE_TIME = 1, 2, 4
 # perf_event_attr flag bits
-_DISABLED, _INHERIT, _EXCLUDE_KERNEL, _EXCLUDE_HV, _USE_CLOCKID = 0, 1, 5, 6, 25
+_DISABLED, _INHERIT, _EXCLUDE_KERNEL, _EXCLUDE_HV, _TASK, _USE_CLOCKID = 0, 1, 5, 6, 13, 25
 _CLOCK_MONOTONIC = 1
-_RECORD_LOST, _RECORD_SAMPLE = 2, 9
+_RECORD_LOST, _RECORD_EXIT, _RECORD_FORK, _RECORD_SAMPLE = 2, 4, 7, 9
+_NEVER = 1 << 63  # the end of a thread's life that has not ended
 _IOC_ENABLE, _IOC_DISABLE = 0x2400, 0x2401
 _PAGE = mmap.PAGESIZE
 
@@ -72,14 +85,15 @@ def _online_cpus() -> list[int]:
     return cpus
 
 
-def _attr(period_ns: int) -> ctypes.Array:
+def _attr(period_ns: int, per_cpu: bool = False) -> ctypes.Array:
     raw = bytearray(_ATTR_SIZE)
     sample_type = _SAMPLE_IP | _SAMPLE_TID | _SAMPLE_TIME
-    struct.pack_into(
-        "IIQQQQ", raw, 0, _TYPE_SOFTWARE, _ATTR_SIZE, _SW_TASK_CLOCK, period_ns, sample_type, 0
-    )
+    clock = _SW_CPU_CLOCK if per_cpu else _SW_TASK_CLOCK
+    struct.pack_into("IIQQQQ", raw, 0, _TYPE_SOFTWARE, _ATTR_SIZE, clock, period_ns, sample_type, 0)
     flags = 0
-    for bit in (_DISABLED, _INHERIT, _EXCLUDE_KERNEL, _EXCLUDE_HV, _USE_CLOCKID):
+    # per CPU: the fork and exit records of every task there instead of inheritance
+    follow = _TASK if per_cpu else _INHERIT
+    for bit in (_DISABLED, follow, _EXCLUDE_KERNEL, _EXCLUDE_HV, _USE_CLOCKID):
         flags |= 1 << bit
     struct.pack_into("Q", raw, 40, flags)
     struct.pack_into("i", raw, 92, _CLOCK_MONOTONIC)
@@ -169,12 +183,94 @@ def tree_cpu_s(pid: int) -> float:
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
+class Threads:
+    """Which threads belong to a process tree, when: followed through fork and exit records.
+
+    Starts from the threads of `root` and its descendants alive now. A fork record (pid, ppid,
+    tid, ptid, time) made by a member thread makes the new thread a member from then on; an exit
+    record ends a member's life, except a process's first thread's while another of its threads
+    lives (a thread that calls execve takes the first thread's id, and the kernel records the
+    first thread's exit). Records from different CPUs arrive out of order: each look sorts its
+    records by time, and a record or sample that names no member yet waits for the next look (a
+    parent's fork record read a moment after its child's) before it is dropped. Each look also
+    reads the tree's threads in /proc (`look`): one alive there is a member, one no longer
+    anywhere in /proc is not.
+    """
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.lives: dict[int, list[list[int]]] = {}  # tid -> [[start, end], ...] (ns)
+        self._process: dict[int, int] = {}  # tid -> its process (of its latest life)
+        self._tasks: list[tuple[int, int, int, int]] = []  # waiting: (time, kind, pid, tid, ptid)
+        self._rows: list[tuple[int, int, int, int]] = []  # waiting samples
+        self.look(0, 0)
+
+    def look(self, since: int, now: int) -> None:
+        """Read the tree in /proc: its threads are members, from `since` if not already.
+
+        A member no longer anywhere in /proc ended by `now`.
+        """
+        alive = {tid: proc for proc in process_tree(self.root) for tid in _threads(proc)}
+        for tid, proc in alive.items():
+            self._begin(tid, proc, since)
+        for tid, lives in self.lives.items():
+            if lives[-1][1] == _NEVER and tid not in alive and not Path(f"/proc/{tid}").exists():
+                lives[-1][1] = max(now, lives[-1][0])
+
+    def _begin(self, tid: int, proc: int, at: int) -> None:
+        lives = self.lives.setdefault(tid, [])
+        if not lives or lives[-1][1] != _NEVER:
+            lives.append([at, _NEVER])
+            self._process[tid] = proc
+
+    def member(self, tid: int, at: int) -> bool:
+        """Whether thread `tid` belonged to the tree at time `at`."""
+        return self._life(tid, at) is not None
+
+    def _life(self, tid: int, at: int) -> list[int] | None:
+        return next((life for life in self.lives.get(tid, ()) if life[0] <= at <= life[1]), None)
+
+    def _siblings_alive(self, tid: int, at: int) -> bool:
+        proc = self._process.get(tid)
+        return any(
+            other != tid and self._process.get(other) == proc and self.member(other, at)
+            for other in self.lives
+        )
+
+    def take(self, tasks: list, rows: list) -> list[tuple[int, int, int, int]]:
+        """Follow new fork/exit records (time, kind, pid, tid, ptid); the members' samples.
+
+        rows: new samples (ip, pid, tid, time). Both may wait one look for a late record.
+        """
+        records = [(r, True) for r in self._tasks] + [(r, False) for r in tasks]
+        self._tasks = []
+        for record, waited in sorted(records):
+            at, kind, pid, tid, ptid = record
+            if kind == _RECORD_FORK and self.member(ptid, at):
+                self._begin(tid, pid, at)
+            elif kind == _RECORD_EXIT and self.member(tid, at):
+                if not (tid == pid and self._siblings_alive(tid, at)):
+                    self._life(tid, at)[1] = at
+            elif not waited:
+                self._tasks.append(record)
+        kept, waiting, self._rows = [], self._rows, []
+        for row in waiting:
+            if self.member(row[2], row[3]):
+                kept.append(row)
+        for row in rows:
+            if self.member(row[2], row[3]):
+                kept.append(row)
+            else:
+                self._rows.append(row)
+        return kept
+
 
 class PerfSampler:
     """Samples process `pid`, its descendants and everything they start (see the module doc).
 
-    Use as a context manager, or call `close`. `collect()` drains once more and returns every
-    sample so far (and clears them).
+    per_cpu: one event per CPU, following the tree by fork and exit records (else one inherited
+    event per thread). Use as a context manager, or call `close`. `collect()` drains once more
+    and returns every sample so far (and clears them).
     """
 
     def __init__(
@@ -184,6 +280,7 @@ class PerfSampler:
         buffer_bytes: int = 16 << 20,
         drain_s: float = 0.2,
         keep: bool = True,
+        per_cpu: bool = False,
     ) -> None:
         number = _SYSCALL.get(platform.machine())
         if number is None:
@@ -199,12 +296,17 @@ class PerfSampler:
         self._stop = threading.Event()
         self._quiet = threading.Event()
         self._pids = process_tree(pid)
-        targets = [(tid, cpu) for p in self._pids for tid in _threads(p) for cpu in _online_cpus()]
-        # Ring sizes: a power of two of pages each, within `buffer_bytes` in all.
-        pages = 4
-        while pages < 64 and 2 * pages * _PAGE * len(targets) <= buffer_bytes:
+        self.threads: Threads | None = None
+        if per_cpu:
+            targets = [(-1, cpu) for cpu in _online_cpus()]
+        else:
+            targets = [(t, cpu) for p in self._pids for t in _threads(p) for cpu in _online_cpus()]
+        # Ring sizes: a power of two of pages each, within `buffer_bytes` in all. A CPU's ring
+        # holds everyone's samples there and every task's fork and exit: larger.
+        pages, most = 4, 512 if per_cpu else 64
+        while pages < most and 2 * pages * _PAGE * len(targets) <= buffer_bytes:
             pages *= 2
-        attr = _attr(period_ns)
+        attr = _attr(period_ns, per_cpu)
         try:
             for tid, cpu in targets:
                 self._open(number, attr, tid, cpu, pages)
@@ -216,6 +318,12 @@ class PerfSampler:
         self._look_at_maps()
         for fd in self._fds:
             self._libc.ioctl(fd, _IOC_ENABLE, 0)
+        if per_cpu:  # (after enabling: a thread started meanwhile has a fork record)
+            self.threads = Threads(pid)
+            self._looked = time.monotonic_ns()
+            if not any(self.threads.lives):
+                self.close()
+                raise PerfUnavailable(f"perf events: process {pid} is gone")
         self._thread = threading.Thread(target=self._drain_every, args=(drain_s,), daemon=True)
         self._thread.start()
 
@@ -255,12 +363,22 @@ class PerfSampler:
 
     def _drain(self) -> None:
         with self._lock:
+            rows: list[tuple[int, int, int, int]] = []
+            tasks: list[tuple[int, int, int, int, int]] = []
             for ring in self._rings:
-                self._read_ring(ring)
+                self._read_ring(ring, rows, tasks)
+            if self.threads is not None:
+                now = time.monotonic_ns()
+                rows = self.threads.take(tasks, rows)
+                self.threads.look(self._looked, now)  # (a fork or exit record lost, an execve)
+                self._looked = now
+            if self.keep:
+                self._samples.rows += rows
             self._pids = process_tree(self.pid) or self._pids
             self._look_at_maps()
 
-    def _read_ring(self, ring: mmap.mmap) -> None:
+    def _read_ring(self, ring: mmap.mmap, rows: list, tasks: list) -> None:
+        """Move the ring's samples to `rows` and its fork and exit records to `tasks`."""
         head = struct.unpack_from("Q", ring, 1024)[0]
         tail = struct.unpack_from("Q", ring, 1032)[0]
         if head == tail:
@@ -269,7 +387,7 @@ class PerfSampler:
         if size == 0:  # kernels before 4.1 leave these empty
             offset, size = _PAGE, len(ring) - _PAGE
         data = ring[offset : offset + size]
-        rows, lost = self._samples.rows, 0
+        lost = 0
         while tail < head:
             start = tail % size
             record = data[start : start + 8]
@@ -284,6 +402,9 @@ class PerfSampler:
             if kind == _RECORD_SAMPLE and length >= 32 and self.keep:
                 ip, pid, tid, at = struct.unpack_from("QIIQ", body, 8)
                 rows.append((ip, pid, tid, at))
+            elif kind in (_RECORD_FORK, _RECORD_EXIT) and length >= 32:
+                pid, _, tid, ptid, at = struct.unpack_from("IIIIQ", body, 8)
+                tasks.append((at, kind, pid, tid, ptid))
             elif kind == _RECORD_LOST and length >= 24:
                 lost += struct.unpack_from("Q", body, 16)[0]
             tail += length

@@ -4,6 +4,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from cuda_gym.runtime.perf_sampling import (
     PerfSampler,
     PerfUnavailable,
+    Threads,
     executable_maps,
     process_tree,
 )
@@ -108,3 +110,78 @@ def testprocess_tree_include_grandchildren():
         subprocess.run(["kill", str(grandchild)], check=False)
         child.kill()
         child.wait()
+
+
+# Starts a short-lived thread after another (each well under one sampling period of CPU time),
+# then a child process that spins.
+SHORT_THREADS = """
+import subprocess, sys, threading, time
+sys.stdout.write("ready\\n"); sys.stdout.flush()
+sys.stdin.readline()
+def spin(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+end = time.monotonic() + 0.8
+while time.monotonic() < end:
+    t = threading.Thread(target=spin, args=(0.0005,))
+    t.start()
+    t.join()
+code = "import time\\nend = time.process_time() + 0.3\\nwhile time.process_time() < end: pass"
+subprocess.run([sys.executable, "-c", code])
+"""
+
+
+def _per_cpu_sampler(pid: int, period_ns: int = 2_131_000) -> PerfSampler:
+    try:
+        return PerfSampler(pid, period_ns=period_ns, per_cpu=True)
+    except PerfUnavailable as exc:
+        pytest.skip(f"this kernel does not let us sample per CPU: {exc}")
+
+
+def test_per_cpu_sampling_sees_short_lived_threads_and_new_children():
+    child = subprocess.Popen(
+        [sys.executable, "-c", SHORT_THREADS],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline() == "ready\n"
+        with _per_cpu_sampler(child.pid) as sampler:
+            _go_and_wait(child)
+            got = sampler.collect()
+            members = set(sampler.threads.lives)
+    finally:
+        child.kill()
+        child.wait()
+    pids = {pid for _, pid, _, _ in got.rows}
+    tids = {tid for _, _, tid, _ in got.rows}
+    # at 2 ms a sample, per-thread events never sample a 0.5 ms thread; per CPU, dozens are
+    assert len(tids - {child.pid}) >= 20
+    assert tids <= members
+    # the grandchild process (started after attaching) spun 0.3 s: ~150 samples
+    assert child.pid in pids and len(pids) == 2
+    grandchild = (pids - {child.pid}).pop()
+    assert sum(1 for _, pid, _, _ in got.rows if pid == grandchild) >= 60
+    # nobody else's: this test process spins meanwhile too
+    assert os.getpid() not in pids
+
+
+def test_per_cpu_sampling_follows_a_thread_only_while_it_lives():
+    threads = Threads(os.getpid())
+    me = threading.get_native_id()
+    assert threads.member(me, 5)
+    fork, exit_ = 7, 4
+    # a thread of ours starts one at t=10 that exits at t=20; its id is reused by an outsider
+    kept = threads.take(
+        [(10, fork, os.getpid(), 999_999, me), (20, exit_, os.getpid(), 999_999, 999_999)],
+        [(1, os.getpid(), 999_999, 15), (2, 4242, 999_999, 25), (3, 4242, 888_888, 12)],
+    )
+    assert kept == [(1, os.getpid(), 999_999, 15)]
+    # a record read late (the parent's fork after its child's) is matched at the next look
+    kept = threads.take([(40, fork, 5, 777_777, 666_666)], [(4, 5, 777_777, 45)])
+    assert kept == []
+    kept = threads.take([(30, fork, 5, 666_666, me)], [])
+    assert kept == [(4, 5, 777_777, 45)]
+    assert threads.member(777_777, 50) and not threads.member(888_888, 12)
