@@ -6,8 +6,11 @@ alternate between sampled (a `PerfSampler` attached from this process, at the ju
 draining in its thread) and not sampled; the overhead is the ratio of the medians of the
 per-call times, per block pair. The judge samples both sides of a speedup, so what matters is
 `speedup_bias`: the two workloads' overheads divided (1: sampling leaves a speedup as it is).
+`--per-cpu` samples the way the judge samples a solution's runner on the CPU (one event per CPU,
+the child's threads picked out; the baselines are sampled per thread): compare the overheads of
+the two runs for the bias between a solution and its baselines.
 
-    python -m benchmarks.cpu_sampling_overhead --blocks 10 --calls 50 \
+    python -m benchmarks.cpu_sampling_overhead --blocks 10 --calls 50 [--per-cpu] \
         --out FILE.json  (summary: benchmarks/results/sandbox_overhead.json, key cpu_sampling)
 """
 
@@ -58,7 +61,7 @@ def _block(child: subprocess.Popen, calls: int) -> list[float]:
     return [float(v) for v in child.stdout.readline().split()]
 
 
-def overhead(kind: str, threads: int, blocks: int, calls: int) -> dict:
+def overhead(kind: str, threads: int, blocks: int, calls: int, per_cpu: bool = False) -> dict:
     """Sampled / plain median call time of one workload, over alternating block pairs."""
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, kind, str(threads)],
@@ -73,7 +76,7 @@ def overhead(kind: str, threads: int, blocks: int, calls: int) -> dict:
             block = {}
             for sampled in (False, True) if k % 2 == 0 else (True, False):
                 if sampled:
-                    with PerfSampler(child.pid, period_ns=PERIOD_NS) as sampler:
+                    with PerfSampler(child.pid, period_ns=PERIOD_NS, per_cpu=per_cpu) as sampler:
                         block[sampled] = statistics.median(_block(child, calls))
                         samples += len(sampler.collect().rows)
                 else:
@@ -103,15 +106,20 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=10, help="block pairs (default 10)")
     parser.add_argument("--calls", type=int, default=50, help="calls per block (default 50)")
+    parser.add_argument("--per-cpu", action="store_true", help="sample per CPU (else per thread)")
     parser.add_argument("--out", type=Path, help="write the summary JSON here")
     args = parser.parse_args(argv)
-    found = {kind: overhead(kind, threads, args.blocks, args.calls) for kind, threads in WORKLOADS}
+    found = {
+        kind: overhead(kind, threads, args.blocks, args.calls, args.per_cpu)
+        for kind, threads in WORKLOADS
+    }
     a, b = (found[kind]["overhead_ratio_median"] for kind, _ in WORKLOADS)
     summary = {
         "command": "python -m benchmarks.cpu_sampling_overhead " + " ".join(argv or sys.argv[1:]),
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "period_ns": PERIOD_NS,
+        "sampling": "per-cpu" if args.per_cpu else "per-thread",
         "blocks": args.blocks,
         "calls_per_block": args.calls,
         "workloads": found,

@@ -43,8 +43,12 @@ MIN_OWN_KERNEL_SHARE = 0.5
 # time (cuda_gym.judge.cpu_time). Each sample costs the sampled thread time (on a VM, the
 # timer's exit: 1.5-5 % at this period on CI's 2-core VM, memory-bound work paying most;
 # benchmarks/cpu_sampling_overhead.py), so the baselines' runners are sampled as well: both
-# sides of a speedup pay alike, up to the difference in their kind of work.
-CPU_SAMPLE_PERIOD_NS = 2_000_000
+# sides of a speedup pay alike, up to the difference in their kind of work. About 2 ms, but no
+# simple multiple of a scheduler tick (1, 3.33, 4 or 10 ms): a per-CPU timer in step with the
+# tick samples whoever the scheduler puts on the CPU at the tick (2 ms exactly, on CI's VM
+# with HZ=250 and two busy processes beside: 65-140 % of a runner's short threads' CPU time
+# sampled; 2.131 ms: 96-116 %).
+CPU_SAMPLE_PERIOD_NS = 2_131_000
 # On a GPU the runners' host CPU is sampled too (host compute copied to and from the device
 # shows there) unless this is "0" (measured on the H200: docs/judge.md, "cpu_time").
 SAMPLE_CUDA_HOST_ENV = "CUDA_GYM_SAMPLE_CUDA_HOST"
@@ -61,6 +65,22 @@ FIRST_CALL_EXTRA_CPU_S = 3.0
 def first_call_extra_s(device: str) -> float:
     """What a runner's first call may take on top on `device` (no first-call compiles)."""
     return FIRST_CALL_EXTRA_CPU_S if device == "cpu" else FIRST_CALL_EXTRA_S
+
+
+# On the CPU the solution's runner is sampled per CPU where the kernel allows it (root,
+# CAP_PERFMON, kernel.perf_event_paranoid <= 0): every CPU's sampler sees whoever runs there,
+# and the runner's threads are picked out by the kernel's fork and exit records, so threads
+# too short for a per-thread period are sampled too. "per-thread" forces inherited per-thread
+# events (each thread's period starts afresh: threads under one period go unseen).
+CPU_SAMPLING_ENV = "CUDA_GYM_CPU_SAMPLING"
+
+
+def samples_per_cpu() -> bool:
+    """Whether the CPU watch samples the solution's runner per CPU ($CUDA_GYM_CPU_SAMPLING)."""
+    value = os.environ.get(CPU_SAMPLING_ENV, "per-cpu").strip().lower()
+    if value not in ("per-cpu", "per-thread"):
+        raise ConfigError(f"${CPU_SAMPLING_ENV} must be per-cpu or per-thread, got {value!r}")
+    return value == "per-cpu"
 
 
 def samples_host_cpu(device: str) -> bool:

@@ -57,6 +57,7 @@ from pathlib import Path
 
 from cuda_gym.judge import library_copies
 from cuda_gym.judge.config import CPU_SAMPLE_PERIOD_NS as PERIOD_NS
+from cuda_gym.judge.config import samples_per_cpu
 from cuda_gym.judge.fallback import ALLOWED_OPS
 from cuda_gym.judge.inline_build import is_extension_module
 from cuda_gym.judge.native_checks import _SYSTEM_ROOTS
@@ -64,6 +65,7 @@ from cuda_gym.judge.verdict import ViolationKind, format_violation
 from cuda_gym.runtime.perf_sampling import (
     Mapping,
     PerfSampler,
+    PerfUnavailable,
     Samples,
     executable_maps,
     process_tree,
@@ -89,12 +91,13 @@ OWN_MIN_SHARE = 0.02
 # calls from its load on: an honest runner waits for its next call asleep (OpenMP's workers
 # spin a little after each call), and /proc counts in 10 ms ticks.
 OUTSIDE_CALLS_CPU_S = 1.0
-# Forward's user-mode CPU time (/proc, which counts threads that have ended) that no sample saw:
-# each thread is sampled every PERIOD_NS of its own CPU time, so work split over threads that
+# Forward's user-mode CPU time (/proc, which counts threads that have ended) that no sample saw,
+# half of forward's time outside its own code (which an own spin would otherwise pad). Sampled
+# per thread, each thread every PERIOD_NS of its own CPU time, work split over threads that
 # each end before that is never seen (PyTorch's GEMM called in 1 ms slices, each from a new
-# thread: 77-88 % unseen), half of forward's time outside its own code (which an own spin would
-# otherwise pad). Honest forwards: at most 0.08 s (the false-rejection corpus); a thread per
-# core per call, each 13 ms: 0.16 s, 22 %.
+# thread: 77-88 % unseen); per CPU it is, and this only catches threads the sampler could not
+# follow. Honest forwards, per thread: at most 0.08 s (the false-rejection corpus); a thread
+# per core per call, each 13 ms: 0.16 s, 22 %.
 UNSAMPLED_MIN_S = 0.25
 UNSAMPLED_SHARE = 0.5
 # The solution's own code is compared with its file while calls run (CpuWatch.window): every
@@ -579,7 +582,19 @@ class CpuWatch:
         period_ns: int = PERIOD_NS,
         device: str = "cpu",
     ) -> None:
-        self.sampler = PerfSampler(pid, period_ns=period_ns, keep=attributor is not None)
+        self.sampler: PerfSampler | None = None
+        # How: per CPU for the solution's runner on the CPU (short-lived threads are seen),
+        # per thread where the kernel refuses that, and for the baselines (sampled only so
+        # that both sides of a speedup pay the samples' cost).
+        self.sampling = "per-thread"
+        if attributor is not None and device == "cpu" and samples_per_cpu():
+            try:
+                self.sampler = PerfSampler(pid, period_ns=period_ns, per_cpu=True)
+                self.sampling = "per-cpu"
+            except PerfUnavailable as exc:
+                self.sampling = f"per-thread (per-CPU sampling refused: {exc})"
+        if self.sampler is None:
+            self.sampler = PerfSampler(pid, period_ns=period_ns, keep=attributor is not None)
         self.attributor = attributor
         self.total = Attribution()
         self._windows: list[tuple[int, int]] = []
@@ -729,14 +744,18 @@ class CpuWatch:
                 self.unsampled_s >= UNSAMPLED_MIN_S
                 and self.unsampled_s >= UNSAMPLED_SHARE * not_own_s
             ):
+                unseen = (
+                    "threads it could not follow"
+                    if self.sampling == "per-cpu"
+                    else f"threads that end before {PERIOD_NS / 1e6:.0f} ms of CPU time each"
+                )
                 found.append(
                     format_violation(
                         ViolationKind.FOREIGN_KERNELS,
                         f"{self.unsampled_s:.2f} s of forward's {self._in_calls_user_s:.2f} s of"
-                        " CPU time ran where the judge's sampler saw none of it (threads that end"
-                        f" before {PERIOD_NS / 1e6:.0f} ms of CPU time each): whose compute it"
-                        " was cannot be told; keep worker threads alive across calls (OpenMP,"
-                        " at::parallel_for, a pool)",
+                        f" CPU time ran where the judge's sampler saw none of it ({unseen}):"
+                        " whose compute it was cannot be told; keep worker threads alive across"
+                        " calls (OpenMP, at::parallel_for, a pool)",
                     )
                 )
             self.outside_s = max(0.0, tree_cpu_s(self.pid) - self._loaded_s - self._in_calls_s)

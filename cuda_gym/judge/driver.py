@@ -529,6 +529,7 @@ class Driver:
             ]
         self.result.cpu_time = served.watch.total.summary()
         self.result.cpu_time["own_calls_per_forward"] = served.own_calls
+        self.result.cpu_time["sampling"] = served.watch.sampling
         if served.watch.outside_s is not None:
             self.result.cpu_time["outside_calls_cpu_s"] = round(served.watch.outside_s, 3)
         if served.watch.unsampled_s is not None:

@@ -15,6 +15,7 @@ from cuda_gym.judge.cpu_time import (
     BETWEEN_SAMPLES,
     MAX_SHARE,
     MIN_SAMPLES,
+    PERIOD_NS,
     Attribution,
     Attributor,
     CpuWatch,
@@ -564,3 +565,75 @@ def test_own_code_changed_in_memory_during_a_call_is_foreign(tmp_path, patch):
     finally:
         child.stdin.close()
         child.wait(10)
+
+
+# Computes in short-lived threads (each far under one sampling period of CPU time) on command.
+SHORT_THREADS_CHILD = """
+import sys, threading, time
+def spin():
+    end = time.thread_time() + 0.0005
+    while time.thread_time() < end:
+        pass
+print("ready", flush=True)
+for line in sys.stdin:
+    stop = time.monotonic() + 0.6
+    while time.monotonic() < stop:
+        t = threading.Thread(target=spin)
+        t.start()
+        t.join()
+    print("done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode", ["per-cpu", "per-thread"])
+def test_the_watch_samples_the_solutions_runner_per_cpu_unless_told(monkeypatch, mode):
+    from cuda_gym.judge.config import CPU_SAMPLING_ENV
+
+    monkeypatch.setenv(CPU_SAMPLING_ENV, mode)
+    child = subprocess.Popen(
+        [sys.executable, "-c", SHORT_THREADS_CHILD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        try:
+            watch = CpuWatch(child.pid, Attributor(writable=("/nonexistent-scratch",)))
+        except PerfUnavailable as exc:
+            pytest.skip(f"this kernel does not let us sample: {exc}")
+        try:
+            if mode == "per-cpu" and watch.sampling != "per-cpu":
+                pytest.skip(f"sampled {watch.sampling}")
+            watch.loaded()
+            for _ in range(2):
+                with watch.window():
+                    child.stdin.write("go\n")
+                    child.stdin.flush()
+                    assert child.stdout.readline().strip() == "done"
+            found = watch.check()
+        finally:
+            watch.close()
+    finally:
+        child.stdin.close()
+        child.wait(10)
+    assert watch.sampling == mode
+    seen = watch.total.total + watch.total.counts["idle"]
+    if mode == "per-cpu":  # the short threads' time is sampled: the interpreter, mostly
+        assert seen * PERIOD_NS / 1e9 >= 0.4 * watch.in_calls_user_s
+        assert not any("saw none of it" in v for v in found)
+    else:  # each thread's period starts afresh: most of it unseen
+        assert watch.unsampled_s >= 0.5 * watch.in_calls_user_s
+
+
+def test_the_sampling_mode_setting_is_checked(monkeypatch):
+    from cuda_gym.errors import ConfigError
+    from cuda_gym.judge.config import CPU_SAMPLING_ENV, samples_per_cpu
+
+    monkeypatch.delenv(CPU_SAMPLING_ENV, raising=False)
+    assert samples_per_cpu()
+    monkeypatch.setenv(CPU_SAMPLING_ENV, "per-thread")
+    assert not samples_per_cpu()
+    monkeypatch.setenv(CPU_SAMPLING_ENV, "sometimes")
+    with pytest.raises(ConfigError, match="per-cpu or per-thread"):
+        samples_per_cpu()
