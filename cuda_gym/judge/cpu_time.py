@@ -32,8 +32,8 @@ forward's (`MAX_SHARE`) or found in calls where they are a quarter of the call's
 own work banked in some calls does not hide compute that is not the solution's in the others).
 An honest solution has none but the odd misattributed sample. The interpreter is the other
 way to compute without a kernel (an extension that only copies tensors to Python lists and
-back): `foreign_kernels` too when it has most of forward's sampled time (`PY_SHARE`) and more than
-glue's share of each call (`PY_MS_PER_CALL`).
+back): `foreign_kernels` too when it takes more of each call than glue could
+(`PY_MS_PER_CALL`; on a GPU also most of forward's sampled time, `PY_SHARE`).
 """
 
 from __future__ import annotations
@@ -76,7 +76,11 @@ from cuda_gym.runtime.process_memory import file_digests, memory_matches
 
 MIN_SAMPLES = 5  # 10 ms of CPU time in someone else's compute ...
 MAX_SHARE = 0.05  # ... and a twentieth of the sampled time of forward's calls, or
-CALL_SHARE = 0.25  # ... in calls where it is at least a quarter of the call's sampled time
+CALL_SHARE = 0.25  # ... in calls where it is at least a quarter of the call's sampled time;
+# ... or, on the CPU, this much whatever the share: padding (own code spinning 50 times as long
+# as MKL's GEMM beside it, libc's memset on another core) must not dilute it. Honest corpora
+# (the false-rejection suite, the exploit suite's accepted cases): none at all.
+CPU_BAD_SAMPLES = 10
 # Work between forward's calls (a thread left computing slows every other judgement on the
 # machine): 100 ms of CPU time sampled outside the calls, OpenMP's waits aside.
 BETWEEN_SAMPLES = 50
@@ -100,6 +104,13 @@ OUTSIDE_CALLS_CPU_S = 1.0
 # per core per call, each 13 ms: 0.16 s, 22 %.
 UNSAMPLED_MIN_S = 0.25
 UNSAMPLED_SHARE = 0.5
+# Sampled per CPU, nothing honest goes unseen (the false-rejection corpus: at most 0.1 s, of
+# up to 5.9 s), so the share is of all of forward's time there, and smaller: a thread that
+# learns the per-CPU timer's phase (each sample's interrupt shows as a gap in its clock) can
+# sleep across every tick, and pad with work sampled elsewhere (libc's memset on the other
+# core: red-team case, 0.33 s unseen of 5.4 s, 6 %). Padding past 20 times the hidden work
+# still dilutes it (docs/judge.md, known gaps).
+UNSAMPLED_SHARE_PER_CPU = 0.05
 # The solution's own code is compared with its file while calls run (CpuWatch.window): every
 # CODE_CHECK_EVERY_S through each untimed call, once in this share of the timed ones.
 CODE_CHECK_TIMED_SHARE = 0.25
@@ -108,6 +119,9 @@ CODE_CHECK_EVERY_S = 0.002
 # Python's interpreter computing: most of forward's sampled time, and more per call than the
 # runner's own Python around a call (1-2.3 ms measured per call on the 2-core VM, honest
 # corpora) plus forward's glue could take.
+# (The share only on a GPU: on the CPU anything sampled beside the interpreter, libc's memset on
+# another core, would dilute it, and the time per call alone tells: honest corpora's runners
+# spend at most 1.3 ms of Python per call, a time loop around 1,024 own calls 16 ms.)
 PY_MIN_SAMPLES = 15
 PY_SHARE = 0.6
 PY_MS_PER_CALL = 5.0
@@ -737,13 +751,14 @@ class CpuWatch:
             sampled = self.total.total + self.total.counts["idle"] + self.total.lost
             self.in_calls_user_s = self._in_calls_user_s
             self.unsampled_s = max(0.0, self._in_calls_user_s - sampled * self._period_s)
-            # The share is of the time outside the solution's own code (as the interpreter's):
-            # own code spinning beside the unseen work must not dilute it.
-            not_own_s = self._in_calls_user_s - self.total.counts["own"] * self._period_s
-            if (
-                self.unsampled_s >= UNSAMPLED_MIN_S
-                and self.unsampled_s >= UNSAMPLED_SHARE * not_own_s
-            ):
+            # Per thread, the share is of the time outside the solution's own code: own code
+            # spinning beside the unseen work must not dilute it. Per CPU, of all of it.
+            if self.sampling == "per-cpu":
+                share_of_s = UNSAMPLED_SHARE_PER_CPU * self._in_calls_user_s
+            else:
+                own_s = self.total.counts["own"] * self._period_s
+                share_of_s = UNSAMPLED_SHARE * (self._in_calls_user_s - own_s)
+            if self.unsampled_s >= UNSAMPLED_MIN_S and self.unsampled_s >= share_of_s:
                 unseen = (
                     "threads it could not follow"
                     if self.sampling == "per-cpu"
@@ -825,7 +840,11 @@ def assess(
         total = after_first
         bad -= first["torch_compute"] + first["foreign"]
         dominated -= attribution.first_dominated
-    if total and ((bad >= MIN_SAMPLES and bad >= MAX_SHARE * total) or dominated >= MIN_SAMPLES):
+    if total and (
+        (bad >= MIN_SAMPLES and bad >= MAX_SHARE * total)
+        or dominated >= MIN_SAMPLES
+        or (device == "cpu" and bad >= CPU_BAD_SAMPLES)
+    ):
         top = ", ".join(
             f"{place}: {demangle(name)[:120]} {100 * n / total:.0f}%"
             for (place, name), n in attribution.where.most_common(3)
@@ -863,29 +882,28 @@ def assess(
     python = attribution.counts["interpreter"] - first["interpreter"]
     calls = attribution.windows - attribution.has_first_call
     own_ms = own_after * PERIOD_NS / 1e6 / max(1, calls)
-    rest = after_first
     python_ms = PY_MS_PER_CALL
     if device == "cpu":
-        # The share is of the time not in the solution's own code: own code that only spins
-        # beside Python's arithmetic (a "validation pass" as long as the Python took) must not
-        # dilute it; a Python loop around many calls of its own functions may take more, but
-        # no more than those calls' own work: empty calls of its own (the count comes from one
-        # call, which C++ can tell by its profile hook) buy none. (Honest time loop,
-        # rnn_python_time_loop: 15 ms of Python, 33 ms own per call.)
-        # (On a GPU such own host code is `no_own_kernel` below.)
-        rest = after_first - own_after
+        # A Python loop around many calls of its own functions may take more, but no more than
+        # those calls' own work: empty calls of its own (the count comes from one call, which
+        # C++ can tell by its profile hook) buy none. (Honest time loop, rnn_python_time_loop:
+        # 15 ms of Python, 33 ms own per call.) (On a GPU such own host code is
+        # `no_own_kernel` below.)
         allowance = min(PY_MS_PER_OWN_CALL * own_calls, PY_OWN_BACKING * own_ms)
         python_ms = max(PY_MS_PER_CALL, allowance)
     per_call_ms = python * PERIOD_NS / 1e6 / max(1, calls)
-    if python >= PY_MIN_SAMPLES and python >= PY_SHARE * rest and per_call_ms >= python_ms:
+    # On a GPU also most of the time after the first call (the CUDA libraries' launches run
+    # beside forward's Python); on the CPU the time per call alone.
+    shared = device == "cpu" or python >= PY_SHARE * after_first
+    if python >= PY_MIN_SAMPLES and shared and per_call_ms >= python_ms:
         found.append(
             format_violation(
                 ViolationKind.FOREIGN_KERNELS,
-                f"{100 * python / rest:.0f}% of forward's sampled CPU time after its first call"
-                f"{' outside its own code' if device == 'cpu' else ''} ({python} samples,"
-                f" ~{per_call_ms:.1f} ms per call) ran in the Python"
-                " interpreter: the work was done by Python code, not by a kernel; its own"
-                " compiled code must do it",
+                f"~{per_call_ms:.1f} ms of CPU time per call after forward's first"
+                f" ({python} samples, {100 * python / max(1, after_first):.0f}% of its sampled"
+                f" time) ran in the Python interpreter, over the {python_ms:.1f} ms its glue"
+                " may take: the work was done by Python code, not by a kernel; its own compiled"
+                " code must do it",
             )
         )
     glue_ms = max(HOST_MS_PER_CALL, HOST_MS_PER_OWN_CALL * own_calls)
