@@ -72,7 +72,7 @@ from cuda_gym.runtime.perf_sampling import (
     tree_cpu_s,
     tree_cpu_times,
 )
-from cuda_gym.runtime.process_memory import file_digests, memory_matches
+from cuda_gym.runtime.process_memory import file_digests, memory_matches, written_code
 
 MIN_SAMPLES = 5  # 10 ms of CPU time in someone else's compute ...
 MAX_SHARE = 0.05  # ... and a twentieth of the sampled time of forward's calls, or
@@ -624,6 +624,8 @@ class CpuWatch:
         self.in_calls_user_s: float | None = None
         self.unsampled_s: float | None = None
         self.code_changed: set[str] = set()  # own files whose code differs in memory
+        # any files whose executable mappings hold written pages (on the CPU: `check_written`)
+        self.code_written: set[str] = set()
         self.code_checks = 0  # comparisons of own code with its file that could be made
         self._code_lock = threading.Lock()
         self._watch_code = False
@@ -645,6 +647,8 @@ class CpuWatch:
         """
         if not self._watch_code:
             return
+        if rescan:
+            self.check_written()
         with self._code_lock:
             if rescan:
                 known = {(pid, m): d for pid, m, d in self._own_maps}
@@ -667,6 +671,19 @@ class CpuWatch:
                 if intact is False:
                     self.code_changed.add(m.path)
 
+    def check_written(self) -> None:
+        """On the CPU, look for written pages in any file's executable mappings of the runner.
+
+        Only the solution's own code is compared with its file byte by byte; another library's
+        code copied over a trusted library's (a runtime library's private mapping made
+        writable) would have its samples placed as that library's. A written page stays the
+        process's own until the mapping goes (`runtime.process_memory.written_code`; reading
+        smaps walks the process's page tables: ~20 ms for a runner with PyTorch loaded).
+        """
+        if self._watch_code and self._accounts:
+            for pid in process_tree(self.pid):
+                self.code_written |= written_code(pid)
+
     @contextlib.contextmanager
     def _code_watched(self, timed: bool):
         """Compare own code with its file while the block runs.
@@ -686,8 +703,13 @@ class CpuWatch:
                     self.check_code(rescan=False)
                 return
             self.check_code(rescan=False)
+            # once through the call, at a random moment of a typical one: written code pages
+            written_at = time.monotonic() + self._rng.uniform(0.0, typical)
             while not stop.wait(CODE_CHECK_EVERY_S):
                 self.check_code(rescan=False)
+                if written_at is not None and time.monotonic() >= written_at:
+                    self.check_written()
+                    written_at = None
 
         thread = threading.Thread(target=watch, name="own-code-check", daemon=True)
         thread.start()
@@ -738,6 +760,15 @@ class CpuWatch:
         self._windows = []
         found = assess(self.total, self.attributor.device, own_calls, self.attributor.vendor)
         self.check_code()
+        if self.code_written - self.code_changed:
+            names = ", ".join(sorted(Path(p).name for p in self.code_written - self.code_changed))
+            found.append(
+                format_violation(
+                    ViolationKind.FOREIGN_KERNELS,
+                    f"code mapped from {names} was written in memory while the solution ran:"
+                    " what ran there is not that file's code",
+                )
+            )
         if self.code_changed:
             names = ", ".join(sorted(Path(p).name for p in self.code_changed))
             found.append(

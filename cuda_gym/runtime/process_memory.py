@@ -72,3 +72,33 @@ def mapped_code_intact(pid: int, m: Mapping) -> bool | None:
     """Whether mapping `m` of process `pid` holds the bytes of its file at its offset."""
     digests = file_digests(pid, m)
     return None if digests is None else memory_matches(pid, m, digests)
+
+
+def written_code(pid: int) -> set[str]:
+    """Files of `pid`'s executable mappings that hold pages written since they were mapped.
+
+    A written page of a private file mapping becomes the process's own copy (smaps counts it
+    as Anonymous and Private_Dirty) and stays so after its bytes are put back, until the
+    mapping goes. Code of a position-independent library is never written by the loader; a
+    library's code changed in memory (another library's copied over it, so that its samples
+    would be placed as the trusted file's) is. Empty if the process is gone.
+    """
+    try:
+        with open(f"/proc/{pid}/smaps", "rb") as f:
+            text = f.read()
+    except OSError:
+        return set()
+    found: set[str] = set()
+    path = None
+    for line in text.split(b"\n"):
+        if not line:
+            continue
+        if line[0] in b"0123456789abcdef" and b"-" in line.split(b" ", 1)[0]:
+            fields = line.split(None, 5)
+            executable = len(fields) > 1 and b"x" in fields[1]
+            named = len(fields) == 6 and fields[5].startswith(b"/")
+            path = fields[5].decode(errors="replace") if executable and named else None
+        elif path is not None and line.startswith((b"Anonymous:", b"Private_Dirty:")):
+            if line.split()[1] != b"0":
+                found.add(path)
+    return found

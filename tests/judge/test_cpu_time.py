@@ -661,3 +661,35 @@ def test_the_sampling_mode_setting_is_checked(monkeypatch):
     monkeypatch.setenv(CPU_SAMPLING_ENV, "sometimes")
     with pytest.raises(ConfigError, match="per-cpu or per-thread"):
         samples_per_cpu()
+
+
+def test_a_trusted_librarys_code_written_in_memory_is_foreign():
+    from tests.runtime.test_process_memory import WRITES_LIBM
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", WRITES_LIBM],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        try:
+            watch = CpuWatch(child.pid, Attributor(writable=("/nonexistent-scratch",)))
+        except PerfUnavailable as exc:
+            pytest.skip(f"this kernel does not let us sample: {exc}")
+        try:
+            watch.loaded()
+            assert watch.check() == []
+            with watch.window():
+                child.stdin.write("write\n")
+                child.stdin.flush()
+                assert child.stdout.readline().strip() == "done"
+            found = [v for v in watch.check() if "written in memory" in v]
+        finally:
+            watch.close()
+    finally:
+        child.kill()
+        child.wait()
+    (violation,) = found
+    assert violation.startswith("foreign_kernels: ") and "libm" in violation

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cuda_gym.runtime.perf_sampling import executable_maps
-from cuda_gym.runtime.process_memory import mapped_code_intact
+from cuda_gym.runtime.process_memory import mapped_code_intact, written_code
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs cc")
 
@@ -83,3 +83,51 @@ def test_a_gone_process_is_not_a_verdict(tmp_path):
     child.stdin.close()
     child.wait(10)
     assert mapped_code_intact(child.pid, mapping) is None
+
+
+# Makes a page of libm's code writable, flips a byte and puts it back: the bytes are the file's
+# again, the page is the process's own copy.
+WRITES_LIBM = """
+import ctypes, sys
+ctypes.CDLL("libm.so.6")
+libc = ctypes.CDLL(None)
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+lines = open("/proc/self/maps").read().splitlines()
+start = next(int(l.split("-")[0], 16) for l in lines if "libm.so" in l and " r-xp " in l)
+print("ready", flush=True)
+if sys.stdin.readline().strip() == "write":
+    assert libc.mprotect(start, 4096, 7) == 0
+    byte = ctypes.c_ubyte.from_address(start + 64)
+    value = byte.value
+    byte.value = value ^ 0xFF
+    byte.value = value
+    libc.mprotect(start, 4096, 5)
+print("done", flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.parametrize("write", [False, True])
+def test_a_written_page_of_a_librarys_code_is_found_after_its_bytes_are_put_back(write):
+    child = subprocess.Popen(
+        [sys.executable, "-c", WRITES_LIBM],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        assert written_code(child.pid) == set()
+        child.stdin.write("write\n" if write else "leave\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "done"
+        found = written_code(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    if write:
+        (path,) = found
+        assert Path(path).name.startswith("libm")
+    else:
+        assert found == set()
+    assert written_code(child.pid) == set()  # gone
