@@ -78,10 +78,11 @@ def written_code(pid: int) -> set[str]:
     """Files of `pid`'s executable mappings that hold pages written since they were mapped.
 
     A written page of a private file mapping becomes the process's own copy (smaps counts it
-    as Anonymous and Private_Dirty) and stays so after its bytes are put back, until the
-    mapping goes. Code of a position-independent library is never written by the loader; a
-    library's code changed in memory (another library's copied over it, so that its samples
-    would be placed as the trusted file's) is. Empty if the process is gone.
+    as Anonymous) and stays so after its bytes are put back, until the mapping goes. (Not
+    Private_Dirty: a tmpfs file's pages are dirty in the page cache, written or not.) Code of
+    a position-independent library is never written by the loader; a library's code changed in
+    memory (another library's copied over it, so that its samples would be placed as the
+    trusted file's) is. Empty if the process is gone.
     """
     try:
         with open(f"/proc/{pid}/smaps", "rb") as f:
@@ -98,7 +99,7 @@ def written_code(pid: int) -> set[str]:
             executable = len(fields) > 1 and b"x" in fields[1]
             named = len(fields) == 6 and fields[5].startswith(b"/")
             path = fields[5].decode(errors="replace") if executable and named else None
-        elif path is not None and line.startswith((b"Anonymous:", b"Private_Dirty:")):
+        elif path is not None and line.startswith(b"Anonymous:"):
             if line.split()[1] != b"0":
                 found.add(path)
     return found

@@ -1,5 +1,7 @@
 """Another process's code in memory against its file, read from outside it."""
 
+import ctypes
+import os
 import shutil
 import subprocess
 import sys
@@ -131,3 +133,15 @@ def test_a_written_page_of_a_librarys_code_is_found_after_its_bytes_are_put_back
     else:
         assert found == set()
     assert written_code(child.pid) == set()  # gone
+
+
+def test_code_loaded_from_tmpfs_is_not_written_code(tmp_path):
+    # (a tmpfs file's pages are dirty in the page cache: the sandbox's scratch is one)
+    lib = library(tmp_path)
+    shm = Path("/dev/shm") / f"cuda_gym_test_{os.getpid()}.so"
+    shutil.copy(lib, shm)
+    try:
+        ctypes.CDLL(str(shm))
+        assert written_code(os.getpid()) == set()
+    finally:
+        shm.unlink()
