@@ -201,6 +201,7 @@ class Threads:
         self.root = root
         self.lives: dict[int, list[list[int]]] = {}  # tid -> [[start, end], ...] (ns)
         self._process: dict[int, int] = {}  # tid -> its process (of its latest life)
+        self._open: set[int] = set()  # tids whose latest life has not ended
         self._tasks: list[tuple[int, int, int, int]] = []  # waiting: (time, kind, pid, tid, ptid)
         self._rows: list[tuple[int, int, int, int]] = []  # waiting samples
         self.look(0, 0)
@@ -213,15 +214,18 @@ class Threads:
         alive = {tid: proc for proc in process_tree(self.root) for tid in _threads(proc)}
         for tid, proc in alive.items():
             self._begin(tid, proc, since)
-        for tid, lives in self.lives.items():
-            if lives[-1][1] == _NEVER and tid not in alive and not Path(f"/proc/{tid}").exists():
-                lives[-1][1] = max(now, lives[-1][0])
+        for tid in list(self._open):
+            if tid not in alive and not Path(f"/proc/{tid}").exists():
+                life = self.lives[tid][-1]
+                life[1] = max(now, life[0])
+                self._open.discard(tid)
 
     def _begin(self, tid: int, proc: int, at: int) -> None:
         lives = self.lives.setdefault(tid, [])
         if not lives or lives[-1][1] != _NEVER:
             lives.append([at, _NEVER])
             self._process[tid] = proc
+            self._open.add(tid)
 
     def member(self, tid: int, at: int) -> bool:
         """Whether thread `tid` belonged to the tree at time `at`."""
@@ -234,7 +238,7 @@ class Threads:
         proc = self._process.get(tid)
         return any(
             other != tid and self._process.get(other) == proc and self.member(other, at)
-            for other in self.lives
+            for other in self._open
         )
 
     def take(self, tasks: list, rows: list) -> list[tuple[int, int, int, int]]:
@@ -250,7 +254,10 @@ class Threads:
                 self._begin(tid, pid, at)
             elif kind == _RECORD_EXIT and self.member(tid, at):
                 if not (tid == pid and self._siblings_alive(tid, at)):
-                    self._life(tid, at)[1] = at
+                    life = self._life(tid, at)
+                    if life[1] == _NEVER:
+                        self._open.discard(tid)
+                    life[1] = at
             elif not waited:
                 self._tasks.append(record)
         kept, waiting, self._rows = [], self._rows, []

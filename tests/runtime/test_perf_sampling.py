@@ -185,3 +185,34 @@ def test_per_cpu_sampling_follows_a_thread_only_while_it_lives():
     kept = threads.take([(30, fork, 5, 666_666, me)], [])
     assert kept == [(4, 5, 777_777, 45)]
     assert threads.member(777_777, 50) and not threads.member(888_888, 12)
+
+
+# A second thread calls execve: the new program takes the first thread's id (the kernel
+# records the first thread's exit) and spins.
+EXEC_FROM_THREAD = """
+import os, sys, threading
+sys.stdout.write("ready\\n"); sys.stdout.flush()
+sys.stdin.readline()
+code = "import time\\nend = time.process_time() + 0.4\\nwhile time.process_time() < end: pass"
+threading.Thread(target=os.execv, args=(sys.executable, [sys.executable, "-c", code])).start()
+threading.Event().wait()
+"""
+
+
+def test_per_cpu_sampling_follows_a_program_a_second_thread_execs():
+    child = subprocess.Popen(
+        [sys.executable, "-c", EXEC_FROM_THREAD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline() == "ready\n"
+        with _per_cpu_sampler(child.pid) as sampler:
+            _go_and_wait(child)
+            got = sampler.collect()
+    finally:
+        child.kill()
+        child.wait()
+    # the new program spun 0.4 s as the first thread's id: ~190 samples at 2.131 ms
+    assert sum(1 for _, pid, tid, _ in got.rows if tid == child.pid) >= 100
