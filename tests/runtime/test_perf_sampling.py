@@ -214,5 +214,6 @@ def test_per_cpu_sampling_follows_a_program_a_second_thread_execs():
     finally:
         child.kill()
         child.wait()
-    # the new program spun 0.4 s as the first thread's id: ~190 samples at 2.131 ms
-    assert sum(1 for _, pid, tid, _ in got.rows if tid == child.pid) >= 100
+    # the new program spun 0.4 s as the first thread's id, half of it in the kernel reading
+    # its CPU clock (unsampled): ~95 samples at 2.131 ms
+    assert sum(1 for _, pid, tid, _ in got.rows if tid == child.pid) >= 40
