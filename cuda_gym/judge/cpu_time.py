@@ -81,6 +81,11 @@ CALL_SHARE = 0.25  # ... in calls where it is at least a quarter of the call's s
 # as MKL's GEMM beside it, libc's memset on another core) must not dilute it. Honest corpora
 # (the false-rejection suite, the exploit suite's accepted cases): none at all.
 CPU_BAD_SAMPLES = 10
+# ... or, on the CPU, this many beside little of the solution's own code: a small task's whole
+# answer from MKL's GEMM is only a few samples over all of forward's calls (red team: 2 MKL
+# samples beside 6 own in 94 calls, 2.3 times eager's speed).
+CPU_BAD_MIN = 2
+CPU_BAD_OWN_SHARE = 0.1
 # Work between forward's calls (a thread left computing slows every other judgement on the
 # machine): 100 ms of CPU time sampled outside the calls, OpenMP's waits aside.
 BETWEEN_SAMPLES = 50
@@ -875,6 +880,11 @@ def assess(
         (bad >= MIN_SAMPLES and bad >= MAX_SHARE * total)
         or dominated >= MIN_SAMPLES
         or (device == "cpu" and bad >= CPU_BAD_SAMPLES)
+        or (
+            device == "cpu"
+            and bad >= CPU_BAD_MIN
+            and bad >= CPU_BAD_OWN_SHARE * attribution.counts["own"]
+        )
     ):
         top = ", ".join(
             f"{place}: {demangle(name)[:120]} {100 * n / total:.0f}%"

@@ -182,7 +182,7 @@ def test_only_samples_inside_the_windows_count_and_unmapped_code_is_foreign():
 
 def test_the_rule_needs_both_an_amount_and_a_share():
     a = Attribution()
-    a.counts.update(own=40, runtime=20, foreign=MIN_SAMPLES - 1)
+    a.counts.update(own=400, runtime=20, foreign=MIN_SAMPLES - 1)
     assert assess(a) == []  # too little time, whatever the share
     a = Attribution()
     a.counts.update(own=1000, runtime=200, foreign=MIN_SAMPLES)
@@ -192,6 +192,22 @@ def test_the_rule_needs_both_an_amount_and_a_share():
     a.where[("torch_compute", "mkl_blas_avx512_sgemm_kernel_0")] = 60
     (found,) = assess(a)
     assert found.startswith("foreign_kernels: ") and "mkl_blas_avx512_sgemm_kernel_0" in found
+
+
+def test_on_the_cpu_a_little_foreign_compute_beside_little_own_code_is_enough():
+    # A small task's whole GEMM from MKL (red-team case: 2 samples in 94 calls, 6 own)
+    small = Attribution(windows=94)
+    small.counts.update(own=6, runtime=15, interpreter=24, torch_compute=2, idle=239)
+    small.where[("torch_compute", "mkl_blas_avx512_sgemm_kernel_0")] = 2
+    (found,) = assess(small)
+    assert found.startswith("foreign_kernels: ") and "mkl_blas" in found
+    small.counts.update(torch_compute=-1)
+    assert assess(small) == []  # one odd sample is not enough
+    small.counts.update(torch_compute=1, own=14)  # 2 beside 20 own: a tenth
+    assert assess(small)
+    small.counts.update(own=1)
+    assert assess(small) == []
+    assert not any(v.startswith("foreign") for v in assess(small, device="cuda"))
 
 
 def test_on_the_cpu_an_amount_of_foreign_compute_is_enough_whatever_the_padding():
@@ -503,8 +519,8 @@ def test_on_a_gpu_the_runners_poll_between_calls_is_not_async_work():
 def test_tree_cpu_counts_kernel_time_and_reaped_children():
     """What the runner's processes spent, user and kernel, reaped children included (/proc)."""
     burn = (
-        "import time\nzero = open('/dev/zero', 'rb')\nend = time.time() + 0.6\n"
-        "while time.time() < end:\n    zero.read(1 << 22)\n"
+        "import time\nzero = open('/dev/zero', 'rb')\nend = time.process_time() + 0.6\n"
+        "while time.process_time() < end:\n    zero.read(1 << 22)\n"
     )
     parent = subprocess.Popen(
         [
