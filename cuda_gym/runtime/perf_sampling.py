@@ -202,7 +202,7 @@ class Threads:
         self.lives: dict[int, list[list[int]]] = {}  # tid -> [[start, end], ...] (ns)
         self._process: dict[int, int] = {}  # tid -> its process (of its latest life)
         self._open: set[int] = set()  # tids whose latest life has not ended
-        self._tasks: list[tuple[int, int, int, int]] = []  # waiting: (time, kind, pid, tid, ptid)
+        self._tasks: list[tuple[int, ...]] = []  # waiting: (time, kind, pid, tid, ptid)
         self._rows: list[tuple[int, int, int, int]] = []  # waiting samples
         self.look(0, 0)
 
