@@ -160,10 +160,11 @@ def test_per_cpu_sampling_sees_short_lived_threads_and_new_children():
     # at 2 ms a sample, per-thread events never sample a 0.5 ms thread; per CPU, dozens are
     assert len(tids - {child.pid}) >= 20
     assert tids <= members
-    # the grandchild process (started after attaching) spun 0.3 s: ~150 samples
+    # the grandchild process (started after attaching) spun 0.3 s of CPU time, about half of
+    # it in the kernel reading its CPU clock (unsampled): ~70 samples
     assert child.pid in pids and len(pids) == 2
     grandchild = (pids - {child.pid}).pop()
-    assert sum(1 for _, pid, _, _ in got.rows if pid == grandchild) >= 60
+    assert sum(1 for _, pid, _, _ in got.rows if pid == grandchild) >= 25
     # nobody else's: this test process spins meanwhile too
     assert os.getpid() not in pids
 
