@@ -17,6 +17,8 @@ sample's instruction pointer is put in one of these places:
   glue, or arithmetic done element by element in Python);
 - idle: OpenMP's runtimes (threads waiting at barriers, whoever's work they wait for), counted
   apart from the shares;
+- kernel: the Linux kernel (page faults, system calls), sampled only per CPU (see CpuWatch) and
+  counted apart too;
 - torch_compute: PyTorch's compute kernels (`at::native::`, `at::cpu::`, MKL, oneDNN, FBGEMM,
   BLAS and LAPACK names; libtorch_cpu's functions named by
   addr2line), which an allowed operator never runs;
@@ -63,6 +65,7 @@ from cuda_gym.judge.inline_build import is_extension_module
 from cuda_gym.judge.native_checks import _SYSTEM_ROOTS
 from cuda_gym.judge.verdict import ViolationKind, format_violation
 from cuda_gym.runtime.perf_sampling import (
+    KERNEL_IP,
     Mapping,
     PerfSampler,
     PerfUnavailable,
@@ -149,9 +152,10 @@ HOST_MS_PER_CALL = 0.1
 # calls buy time at this rate: the smaller, the dearer.
 HOST_MS_PER_OWN_CALL = 0.01
 
-PLACES = ("own", "runtime", "interpreter", "torch_compute", "foreign")  # "idle" apart
+PLACES = ("own", "runtime", "interpreter", "torch_compute", "foreign")  # "idle", "kernel" apart
 # Of two places seen at one address, the worse counts.
 _SEVERITY = {"foreign": 0, "torch_compute": 1, "interpreter": 2, "runtime": 3, "idle": 4, "own": 5}
+_APART = ("idle", "kernel")  # places outside the shares
 
 # Libraries of the C/C++ runtime, OpenMP and the dynamic loader (by file name).
 _RUNTIME_LIBRARY = re.compile(
@@ -348,13 +352,14 @@ class Attribution:
 
     def summary(self) -> dict:
         """Counts by place, lost samples and the top bad names (the verdict's flag)."""
-        report = {p: self.counts[p] for p in (*PLACES, "idle")}
+        report = {p: self.counts[p] for p in (*PLACES, *_APART)}
         report["lost"] = self.lost
         report["torch_runtime"] = self.torch_runtime
         report["in_dominated_calls"] = self.dominated
         report["calls"] = self.windows
         report["first_call"] = {p: self.first_call[p] for p in PLACES if self.first_call[p]}
-        report["between_calls"] = {p: self.between[p] for p in (*PLACES, "idle") if self.between[p]}
+        between = self.between
+        report["between_calls"] = {p: between[p] for p in (*PLACES, *_APART) if between[p]}
         report["top_outside"] = [
             f"{place}: {demangle(name)[:120]} ({n})"
             for (place, name), n in self.where.most_common(5)
@@ -516,7 +521,7 @@ class Attributor:
             found = [
                 (self.place_of_mapping(pid, m), m)
                 for m in maps.get(pid, [])
-                if m.start <= ip < m.end
+                if m.start <= ip < m.end and ip != KERNEL_IP
             ]
             for place, m in found:
                 if place == "torch" and not self.vendor:
@@ -531,7 +536,7 @@ class Attributor:
         first = 0 if since is not None and windows[0][0] == since else None
         out.has_first_call = first is not None
         for ip, found, k in inside:
-            place, name = self._worst(ip, found, names)
+            place, name = ("kernel", "") if ip == KERNEL_IP else self._worst(ip, found, names)
             if k < 0:
                 out.between[place] += 1
                 continue
@@ -608,7 +613,7 @@ class CpuWatch:
         self.sampling = "per-thread"
         if attributor is not None and device == "cpu" and samples_per_cpu():
             try:
-                self.sampler = PerfSampler(pid, period_ns=period_ns, per_cpu=True)
+                self.sampler = PerfSampler(pid, period_ns=period_ns, per_cpu=True, rearm=True)
                 self.sampling = "per-cpu"
             except PerfUnavailable as exc:
                 self.sampling = f"per-thread (per-CPU sampling refused: {exc})"
@@ -627,7 +632,9 @@ class CpuWatch:
         self.outside_s: float | None = None  # CPU seconds outside the calls, at the last check
         # User-mode CPU seconds in the calls (/proc) and how much of it no sample saw
         self.in_calls_user_s: float | None = None
+        self.in_calls_cpu_s: float | None = None  # user and kernel
         self.unsampled_s: float | None = None
+        self.mean_period_ms: float | None = None  # what a sample stood for (at the last check)
         self.code_changed: set[str] = set()  # own files whose code differs in memory
         # any files whose executable mappings hold written pages (on the CPU: `check_written`)
         self.code_written: set[str] = set()
@@ -784,17 +791,29 @@ class CpuWatch:
                 )
             )
         if self._loaded_s is not None:
-            sampled = self.total.total + self.total.counts["idle"] + self.total.lost
+            apart = sum(self.total.counts[place] for place in _APART)
+            sampled = self.total.total + apart + self.total.lost
             self.in_calls_user_s = self._in_calls_user_s
-            self.unsampled_s = max(0.0, self._in_calls_user_s - sampled * self._period_s)
+            self.in_calls_cpu_s = self._in_calls_s
+            self.mean_period_ms = self.sampler.mean_period_ns() / 1e6
+            # Per CPU the kernel is sampled too, and each sample stands for the mean time
+            # between two ticks of the re-armed timers: all of forward's CPU time is compared.
+            # Per thread user mode only, at the fixed period.
+            if self.sampling == "per-cpu":
+                seen_s = sampled * self.mean_period_ms / 1e3
+                self.unsampled_s = max(0.0, self._in_calls_s - seen_s)
+            else:
+                self.unsampled_s = max(0.0, self._in_calls_user_s - sampled * self._period_s)
             # Per thread, the share is of the time outside the solution's own code: own code
             # spinning beside the unseen work must not dilute it. Per CPU, of all of it.
             if self.sampling == "per-cpu":
-                share_of_s = UNSAMPLED_SHARE_PER_CPU * self._in_calls_user_s
+                share_of_s = UNSAMPLED_SHARE_PER_CPU * self._in_calls_s
             else:
                 own_s = self.total.counts["own"] * self._period_s
                 share_of_s = UNSAMPLED_SHARE * (self._in_calls_user_s - own_s)
             if self.unsampled_s >= UNSAMPLED_MIN_S and self.unsampled_s >= share_of_s:
+                per_cpu = self.sampling == "per-cpu"
+                compared_s = self._in_calls_s if per_cpu else self._in_calls_user_s
                 unseen = (
                     "threads it could not follow"
                     if self.sampling == "per-cpu"
@@ -803,7 +822,7 @@ class CpuWatch:
                 found.append(
                     format_violation(
                         ViolationKind.FOREIGN_KERNELS,
-                        f"{self.unsampled_s:.2f} s of forward's {self._in_calls_user_s:.2f} s of"
+                        f"{self.unsampled_s:.2f} s of forward's {compared_s:.2f} s of"
                         f" CPU time ran where the judge's sampler saw none of it ({unseen}):"
                         " whose compute it was cannot be told; keep worker threads alive across"
                         " calls (OpenMP, at::parallel_for, a pool)",
@@ -960,7 +979,7 @@ def assess(
         )
     # On a GPU the runner polls for the driver's next call (a timing loop) in its own Python
     # and the CUDA libraries: only the solution's code and foreign compute count there.
-    idle = ("idle", "runtime", "interpreter") if device == "cuda" else ("idle",)
+    idle = (*_APART, "runtime", "interpreter") if device == "cuda" else _APART
     working = sum(n for place, n in attribution.between.items() if place not in idle)
     if working >= BETWEEN_SAMPLES:
         places = ", ".join(

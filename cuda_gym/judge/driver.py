@@ -533,9 +533,12 @@ class Driver:
         if served.watch.outside_s is not None:
             self.result.cpu_time["outside_calls_cpu_s"] = round(served.watch.outside_s, 3)
         if served.watch.unsampled_s is not None:
-            # forward's user-mode CPU time (/proc) and the part no sample saw
+            # forward's CPU time (/proc: user mode, and all), the part no sample saw (user mode
+            # per thread, all per CPU) and the mean time a sample stood for
             self.result.cpu_time["in_calls_user_s"] = round(served.watch.in_calls_user_s, 3)
+            self.result.cpu_time["in_calls_cpu_s"] = round(served.watch.in_calls_cpu_s, 3)
             self.result.cpu_time["unsampled_s"] = round(served.watch.unsampled_s, 3)
+            self.result.cpu_time["mean_period_ms"] = round(served.watch.mean_period_ms, 3)
         # comparisons of the solution's own code in memory with its file (0: not permitted)
         self.result.cpu_time["own_code_checks"] = served.watch.code_checks
         self.result.cpu_time["census_calls"] = self.census_calls

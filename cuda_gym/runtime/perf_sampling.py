@@ -14,6 +14,15 @@ every thread they start, every `period_ns` of CPU time, in one of two ways (`per
   threads are sampled like any other. The kernel allows it to root, CAP_PERFMON or
   `kernel.perf_event_paranoid` <= 0; each event fires on its CPU whoever runs there.
 
+  A CPU's timer fires at a fixed period, and its interrupt shows as a gap in the clock of
+  whoever runs there: a thread that learns the phase can make every tick land where it likes
+  (asleep, or in a moment of code of its own). With `rearm` a thread of the sampler wakes at
+  each tick and restarts that CPU's timer with a random period (`PERF_EVENT_IOC_PERIOD`), so
+  that the next tick can come any time from a tenth of the period on: a thread would have to
+  keep out of sight most of its time. Every tick must wake it, so these events sample the
+  kernel too (idle CPUs included); a sample in the kernel has the ip `KERNEL_IP`. The restarts
+  are logged and `mean_period_ns()` says how much time a tick stood for on average.
+
 The events belong to the sampling process: the sampled one cannot see, stop or reconfigure them.
 A thread of the sampler empties the ring buffers every `drain_s` (a full ring drops new samples,
 and counts them as lost) and rereads the processes' memory maps, so that a library loaded and
@@ -30,6 +39,8 @@ import ctypes
 import mmap
 import os
 import platform
+import random
+import select
 import struct
 import threading
 import time
@@ -46,6 +57,12 @@ _CLOCK_MONOTONIC = 1
 _RECORD_LOST, _RECORD_EXIT, _RECORD_FORK, _RECORD_SAMPLE = 2, 4, 7, 9
 _NEVER = 1 << 63  # the end of a thread's life that has not ended
 _IOC_ENABLE, _IOC_DISABLE = 0x2400, 0x2401
+_IOC_PERIOD = 0x40082404  # _IOW('$', 4, __u64)
+# Re-arming per CPU (see PerfSampler): after each tick, a period drawn uniformly from this
+# share of the one asked for (the wake-up adds its latency: `mean_period_ns` measures).
+_REARM_PERIOD = (0.1, 1.9)
+KERNEL_IP = (1 << 64) - 1  # the ip of a sample taken in the kernel (with `rearm`)
+_MISC_CPUMODE, _MISC_KERNEL = 7, 1
 _PAGE = mmap.PAGESIZE
 
 
@@ -85,7 +102,7 @@ def _online_cpus() -> list[int]:
     return cpus
 
 
-def _attr(period_ns: int, per_cpu: bool = False) -> ctypes.Array:
+def _attr(period_ns: int, per_cpu: bool = False, rearm: bool = False) -> ctypes.Array:
     raw = bytearray(_ATTR_SIZE)
     sample_type = _SAMPLE_IP | _SAMPLE_TID | _SAMPLE_TIME
     clock = _SW_CPU_CLOCK if per_cpu else _SW_TASK_CLOCK
@@ -93,9 +110,13 @@ def _attr(period_ns: int, per_cpu: bool = False) -> ctypes.Array:
     flags = 0
     # per CPU: the fork and exit records of every task there instead of inheritance
     follow = _TASK if per_cpu else _INHERIT
-    for bit in (_DISABLED, follow, _EXCLUDE_KERNEL, _EXCLUDE_HV, _USE_CLOCKID):
+    # re-armed after each tick: every tick must be seen, wherever it lands, and wake the sampler
+    excluded = (_EXCLUDE_HV,) if rearm else (_EXCLUDE_KERNEL, _EXCLUDE_HV)
+    for bit in (_DISABLED, follow, _USE_CLOCKID, *excluded):
         flags |= 1 << bit
     struct.pack_into("Q", raw, 40, flags)
+    if rearm:
+        struct.pack_into("I", raw, 48, 1)  # wakeup_events
     struct.pack_into("i", raw, 92, _CLOCK_MONOTONIC)
     return ctypes.create_string_buffer(bytes(raw), _ATTR_SIZE)
 
@@ -276,8 +297,9 @@ class PerfSampler:
     """Samples process `pid`, its descendants and everything they start (see the module doc).
 
     per_cpu: one event per CPU, following the tree by fork and exit records (else one inherited
-    event per thread). Use as a context manager, or call `close`. `collect()` drains once more
-    and returns every sample so far (and clears them).
+    event per thread). rearm (per CPU only): after each tick restart that CPU's timer with a
+    random period, and sample the kernel too (module doc). Use as a context manager, or call
+    `close`. `collect()` drains once more and returns every sample so far (and clears them).
     """
 
     def __init__(
@@ -288,6 +310,7 @@ class PerfSampler:
         drain_s: float = 0.2,
         keep: bool = True,
         per_cpu: bool = False,
+        rearm: bool = False,
     ) -> None:
         number = _SYSCALL.get(platform.machine())
         if number is None:
@@ -304,6 +327,12 @@ class PerfSampler:
         self._quiet = threading.Event()
         self._pids = process_tree(pid)
         self.threads: Threads | None = None
+        self.period_ns = period_ns
+        # per event: (since when, at which period it has been running), ticks before that
+        self._armed: list[tuple[int, int]] = []
+        self._started: list[int] = []
+        self._ticks = 0
+        self._ticks_lock = threading.Lock()
         if per_cpu:
             targets = [(-1, cpu) for cpu in _online_cpus()]
         else:
@@ -313,7 +342,8 @@ class PerfSampler:
         pages, most = 4, 512 if per_cpu else 64
         while pages < most and 2 * pages * _PAGE * len(targets) <= buffer_bytes:
             pages *= 2
-        attr = _attr(period_ns, per_cpu)
+        rearm = rearm and per_cpu
+        attr = _attr(period_ns, per_cpu, rearm)
         try:
             for tid, cpu in targets:
                 self._open(number, attr, tid, cpu, pages)
@@ -325,6 +355,8 @@ class PerfSampler:
         self._look_at_maps()
         for fd in self._fds:
             self._libc.ioctl(fd, _IOC_ENABLE, 0)
+            self._armed.append((time.monotonic_ns(), period_ns))
+            self._started.append(self._armed[-1][0])
         if per_cpu:  # (after enabling: a thread started meanwhile has a fork record)
             self.threads = Threads(pid)
             self._looked = time.monotonic_ns()
@@ -333,6 +365,10 @@ class PerfSampler:
                 raise PerfUnavailable(f"perf events: process {pid} is gone")
         self._thread = threading.Thread(target=self._drain_every, args=(drain_s,), daemon=True)
         self._thread.start()
+        self._rearming = None
+        if rearm:
+            self._rearming = threading.Thread(target=self._rearm_on_ticks, daemon=True)
+            self._rearming.start()
 
     def quiet(self, on: bool) -> None:
         """Stop (True) or resume (False) the background draining (e.g. around a timed call)."""
@@ -361,6 +397,41 @@ class PerfSampler:
         while not self._stop.wait(drain_s):
             if not self._quiet.is_set():
                 self._drain()
+
+    def _rearm_on_ticks(self) -> None:
+        """At each tick, restart that CPU's timer with a random period (module doc)."""
+        try:  # woken first whoever else wants the CPU (root only; a late restart is a
+            # stretch of foreseeable ticks)
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        except (OSError, AttributeError):
+            pass
+        rng = random.Random()  # seeded from the OS
+        low, high = (share * self.period_ns for share in _REARM_PERIOD)
+        poller = select.poll()
+        index = {fd: i for i, fd in enumerate(self._fds)}
+        for fd in self._fds:
+            poller.register(fd, select.POLLIN)
+        while not self._stop.is_set():
+            for fd, _ in poller.poll(100):
+                period = ctypes.c_uint64(int(rng.uniform(low, high)))
+                if self._libc.ioctl(fd, _IOC_PERIOD, ctypes.byref(period)) == 0:
+                    self._rearmed(index[fd], time.monotonic_ns(), period.value)
+
+    def _rearmed(self, i: int, now: int, period: int) -> None:
+        with self._ticks_lock:
+            since, before = self._armed[i]
+            self._ticks += (now - since) // before
+            self._armed[i] = (now, period)
+
+    def mean_period_ns(self) -> float:
+        """The mean time between two ticks of an event so far (`period_ns` unless re-armed)."""
+        if self._rearming is None:
+            return float(self.period_ns)
+        now = time.monotonic_ns()
+        with self._ticks_lock:
+            ticks = self._ticks + sum((now - since) // p for since, p in self._armed)
+            span = sum(now - start for start in self._started)
+        return span / ticks if ticks else float(self.period_ns)
 
     def _look_at_maps(self) -> None:
         for proc in set(self._pids) | {row[1] for row in self._samples.rows[-64:]}:
@@ -400,7 +471,7 @@ class PerfSampler:
             record = data[start : start + 8]
             if len(record) < 8:
                 record += data[: 8 - len(record)]
-            kind, _, length = struct.unpack("IHH", record)
+            kind, misc, length = struct.unpack("IHH", record)
             if length < 8:
                 break
             body = data[start : start + length]
@@ -408,6 +479,8 @@ class PerfSampler:
                 body += data[: length - len(body)]
             if kind == _RECORD_SAMPLE and length >= 32 and self.keep:
                 ip, pid, tid, at = struct.unpack_from("QIIQ", body, 8)
+                if misc & _MISC_CPUMODE == _MISC_KERNEL:
+                    ip = KERNEL_IP
                 rows.append((ip, pid, tid, at))
             elif kind in (_RECORD_FORK, _RECORD_EXIT) and length >= 32:
                 pid, _, tid, ptid, at = struct.unpack_from("IIIIQ", body, 8)
@@ -429,9 +502,9 @@ class PerfSampler:
     def close(self) -> None:
         """Stop sampling and free the events and their buffers."""
         self._stop.set()
-        thread = getattr(self, "_thread", None)
-        if thread is not None:
-            thread.join()
+        for thread in (getattr(self, "_thread", None), getattr(self, "_rearming", None)):
+            if thread is not None:
+                thread.join()
         for fd in self._fds:
             self._libc.ioctl(fd, _IOC_DISABLE, 0)
         for ring in self._rings:

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from cuda_gym.runtime.perf_sampling import (
+    KERNEL_IP,
     PerfSampler,
     PerfUnavailable,
     Threads,
@@ -132,9 +133,9 @@ subprocess.run([sys.executable, "-c", code])
 """
 
 
-def _per_cpu_sampler(pid: int, period_ns: int = 2_131_000) -> PerfSampler:
+def _per_cpu_sampler(pid: int, period_ns: int = 2_131_000, rearm: bool = False) -> PerfSampler:
     try:
-        return PerfSampler(pid, period_ns=period_ns, per_cpu=True)
+        return PerfSampler(pid, period_ns=period_ns, per_cpu=True, rearm=rearm)
     except PerfUnavailable as exc:
         pytest.skip(f"this kernel does not let us sample per CPU: {exc}")
 
@@ -218,3 +219,73 @@ def test_per_cpu_sampling_follows_a_program_a_second_thread_execs():
     # the new program spun 0.4 s as the first thread's id, half of it in the kernel reading
     # its CPU clock (unsampled): ~95 samples at 2.131 ms
     assert sum(1 for _, pid, tid, _ in got.rows if tid == child.pid) >= 40
+
+
+# Spins on one CPU (0.6 s of CPU time), then reads /dev/zero (0.4 s, mostly in the kernel).
+PINNED_SPIN_THEN_KERNEL = """
+import os, sys, time
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+sys.stdout.write("ready\\n"); sys.stdout.flush()
+sys.stdin.readline()
+end = time.process_time() + 0.6
+while time.process_time() < end:
+    sum(range(1000))
+sys.stdout.write(f"{time.monotonic_ns()}\\n"); sys.stdout.flush()
+zero = os.open("/dev/zero", os.O_RDONLY)
+buffer = bytearray(8 << 20)
+end = time.process_time() + 0.4
+while time.process_time() < end:
+    os.readv(zero, [buffer])
+"""
+
+
+def _spin_then_kernel(rearm: bool):
+    """Samples of PINNED_SPIN_THEN_KERNEL: (rows, mean period, when the spin ended, CPU s)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", PINNED_SPIN_THEN_KERNEL],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline() == "ready\n"
+        with _per_cpu_sampler(child.pid, rearm=rearm) as sampler:
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            spun_until = int(child.stdout.readline())
+            child.wait(30)
+            got = sampler.collect()
+            mean_period_ns = sampler.mean_period_ns()
+    finally:
+        child.kill()
+        child.wait()
+    rows = sorted((at, ip) for ip, pid, _, at in got.rows if pid == child.pid)
+    return rows, mean_period_ns, spun_until
+
+
+def test_rearmed_per_cpu_ticks_cannot_be_foreseen_and_the_kernel_is_sampled():
+    period = 2_131_000
+    fixed, fixed_mean, spun_until = _spin_then_kernel(rearm=False)
+    assert fixed_mean == period
+    # at a fixed period two ticks of one CPU are never closer than the period: the next can be
+    # foreseen from the last; the kernel is not sampled
+    spin = [at for at, _ in fixed if at < spun_until]
+    gaps = [b - a for a, b in zip(spin, spin[1:])]
+    assert len(gaps) > 100 and min(gaps) > 0.9 * period
+    assert all(ip != KERNEL_IP for _, ip in fixed)
+
+    rows, mean_period, spun_until = _spin_then_kernel(rearm=True)
+    spin = [at for at, ip in rows if at < spun_until]
+    gaps = [b - a for a, b in zip(spin, spin[1:])]
+    # re-armed after each tick with a period from 0.1 to 1.9 of it (uniform): a quarter of the
+    # gaps under 0.6 of the period, a quarter over 1.4
+    assert len(gaps) > 100
+    assert sum(g < 0.6 * period for g in gaps) > 0.12 * len(gaps)
+    assert sum(g > 1.4 * period for g in gaps) > 0.12 * len(gaps)
+    # each sample stands for the mean interval (the wake-up's latency included): the spin's
+    # 0.6 s of CPU time is seen
+    assert period <= mean_period < 1.5 * period
+    assert 0.75 < len(spin) * mean_period / 0.6e9 < 1.25
+    # reading /dev/zero is time in the kernel, sampled as such
+    kernel = [ip for at, ip in rows if at > spun_until and ip == KERNEL_IP]
+    assert len(kernel) > 0.5 * 0.4e9 / mean_period
