@@ -8,9 +8,10 @@ per-call times, per block pair. The judge samples both sides of a speedup, so wh
 `speedup_bias`: the two workloads' overheads divided (1: sampling leaves a speedup as it is).
 `--per-cpu` samples the way the judge samples a solution's runner on the CPU (one event per CPU,
 the child's threads picked out; the baselines are sampled per thread): compare the overheads of
-the two runs for the bias between a solution and its baselines.
+the two runs for the bias between a solution and its baselines. `--rearm` (with --per-cpu)
+restarts each CPU's timer with a random period after every tick, as the judge does.
 
-    python -m benchmarks.cpu_sampling_overhead --blocks 10 --calls 50 [--per-cpu] \
+    python -m benchmarks.cpu_sampling_overhead --blocks 10 --calls 50 [--per-cpu [--rearm]] \
         --out FILE.json  (summary: benchmarks/results/sandbox_overhead.json, key cpu_sampling)
 """
 
@@ -61,7 +62,9 @@ def _block(child: subprocess.Popen, calls: int) -> list[float]:
     return [float(v) for v in child.stdout.readline().split()]
 
 
-def overhead(kind: str, threads: int, blocks: int, calls: int, per_cpu: bool = False) -> dict:
+def overhead(
+    kind: str, threads: int, blocks: int, calls: int, per_cpu: bool = False, rearm: bool = False
+) -> dict:
     """Sampled / plain median call time of one workload, over alternating block pairs."""
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, kind, str(threads)],
@@ -76,7 +79,9 @@ def overhead(kind: str, threads: int, blocks: int, calls: int, per_cpu: bool = F
             block = {}
             for sampled in (False, True) if k % 2 == 0 else (True, False):
                 if sampled:
-                    with PerfSampler(child.pid, period_ns=PERIOD_NS, per_cpu=per_cpu) as sampler:
+                    with PerfSampler(
+                        child.pid, period_ns=PERIOD_NS, per_cpu=per_cpu, rearm=rearm
+                    ) as sampler:
                         block[sampled] = statistics.median(_block(child, calls))
                         samples += len(sampler.collect().rows)
                 else:
@@ -107,10 +112,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--blocks", type=int, default=10, help="block pairs (default 10)")
     parser.add_argument("--calls", type=int, default=50, help="calls per block (default 50)")
     parser.add_argument("--per-cpu", action="store_true", help="sample per CPU (else per thread)")
+    parser.add_argument(
+        "--rearm", action="store_true", help="per CPU, re-arm each timer at random after each tick"
+    )
     parser.add_argument("--out", type=Path, help="write the summary JSON here")
     args = parser.parse_args(argv)
     found = {
-        kind: overhead(kind, threads, args.blocks, args.calls, args.per_cpu)
+        kind: overhead(kind, threads, args.blocks, args.calls, args.per_cpu, args.rearm)
         for kind, threads in WORKLOADS
     }
     a, b = (found[kind]["overhead_ratio_median"] for kind, _ in WORKLOADS)
@@ -119,7 +127,7 @@ def main(argv: list[str] | None = None) -> dict:
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "period_ns": PERIOD_NS,
-        "sampling": "per-cpu" if args.per_cpu else "per-thread",
+        "sampling": "per-thread" if not args.per_cpu else "per-cpu" + "-rearmed" * args.rearm,
         "blocks": args.blocks,
         "calls_per_block": args.calls,
         "workloads": found,

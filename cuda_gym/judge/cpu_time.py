@@ -791,19 +791,21 @@ class CpuWatch:
                 )
             )
         if self._loaded_s is not None:
-            apart = sum(self.total.counts[place] for place in _APART)
-            sampled = self.total.total + apart + self.total.lost
+            sampled = self.total.total + sum(self.total.counts[place] for place in _APART)
             self.in_calls_user_s = self._in_calls_user_s
             self.in_calls_cpu_s = self._in_calls_s
             self.mean_period_ms = self.sampler.mean_period_ns() / 1e6
             # Per CPU the kernel is sampled too, and each sample stands for the mean time
             # between two ticks of the re-armed timers: all of forward's CPU time is compared.
-            # Per thread user mode only, at the fixed period.
+            # A sample lost there (a CPU's ring full) may have been anyone's: not counted as
+            # seen (flooding the rings with a storm of threads must not hide work). Per thread
+            # user mode only, at the fixed period, and every lost sample was the runner's.
             if self.sampling == "per-cpu":
                 seen_s = sampled * self.mean_period_ms / 1e3
                 self.unsampled_s = max(0.0, self._in_calls_s - seen_s)
             else:
-                self.unsampled_s = max(0.0, self._in_calls_user_s - sampled * self._period_s)
+                seen_s = (sampled + self.total.lost) * self._period_s
+                self.unsampled_s = max(0.0, self._in_calls_user_s - seen_s)
             # Per thread, the share is of the time outside the solution's own code: own code
             # spinning beside the unseen work must not dilute it. Per CPU, of all of it.
             if self.sampling == "per-cpu":

@@ -709,3 +709,46 @@ def test_a_trusted_librarys_code_written_in_memory_is_foreign():
         child.wait()
     (violation,) = found
     assert violation.startswith("foreign_kernels: ") and "libm" in violation
+
+
+def test_per_cpu_samples_lost_in_full_rings_are_not_counted_as_seen(monkeypatch):
+    """A storm of records that fills a CPU's ring must not hide the work its samples showed."""
+    from cuda_gym.judge.config import CPU_SAMPLING_ENV
+
+    monkeypatch.setenv(CPU_SAMPLING_ENV, "per-cpu")
+    child = subprocess.Popen(
+        [sys.executable, "-c", SHORT_THREADS_CHILD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        try:
+            watch = CpuWatch(child.pid, Attributor(writable=("/nonexistent-scratch",)))
+        except PerfUnavailable as exc:
+            pytest.skip(f"this kernel does not let us sample: {exc}")
+        try:
+            if watch.sampling != "per-cpu":
+                pytest.skip(f"sampled {watch.sampling}")
+            collect = watch.sampler.collect
+
+            def flooded():  # every sample of the runner lost, as if its ring had been full
+                got = collect()
+                return Samples([], got.lost + len(got.rows), got.maps)
+
+            monkeypatch.setattr(watch.sampler, "collect", flooded)
+            watch.loaded()
+            with watch.window():
+                child.stdin.write("go\n")
+                child.stdin.flush()
+                assert child.stdout.readline().strip() == "done"
+            found = watch.check()
+        finally:
+            watch.close()
+    finally:
+        child.stdin.close()
+        child.wait(10)
+    assert watch.total.lost > 100
+    assert watch.unsampled_s >= 0.5 * watch.in_calls_cpu_s
+    assert any("saw none of it" in v for v in found)

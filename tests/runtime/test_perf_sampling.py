@@ -282,9 +282,10 @@ def test_rearmed_per_cpu_ticks_cannot_be_foreseen_and_the_kernel_is_sampled():
     assert len(gaps) > 100
     assert sum(g < 0.6 * period for g in gaps) > 0.12 * len(gaps)
     assert sum(g > 1.4 * period for g in gaps) > 0.12 * len(gaps)
-    # each sample stands for the mean interval (the wake-up's latency included): the spin's
+    # each sample stands for the mean interval (the wake-up's latency adds to it; a restart
+    # held up lets the period drawn run on, and short ones then tick more often): the spin's
     # 0.6 s of CPU time is seen
-    assert period <= mean_period < 1.5 * period
+    assert 0.6 * period < mean_period < 1.5 * period
     assert 0.75 < len(spin) * mean_period / 0.6e9 < 1.25
     # reading /dev/zero is time in the kernel, sampled as such
     kernel = [ip for at, ip in rows if at > spun_until and ip == KERNEL_IP]
