@@ -315,6 +315,7 @@ class Attribution:
     counts: Counter = field(default_factory=Counter)
     where: Counter = field(default_factory=Counter)  # (place, symbol or library) -> samples
     lost: int = 0
+    lost_to_others: float = 0.0  # per CPU: of `lost`, the share of others' records (Samples)
     # Bad samples in calls where they are at least CALL_SHARE of the call's: time banked in
     # other calls (own work in a few long ones, say) does not dilute these.
     dominated: int = 0
@@ -342,6 +343,7 @@ class Attribution:
         self.counts.update(other.counts)
         self.where.update(other.where)
         self.lost += other.lost
+        self.lost_to_others += other.lost_to_others
         self.dominated += other.dominated
         self.between.update(other.between)
         self.windows += other.windows
@@ -354,6 +356,7 @@ class Attribution:
         """Counts by place, lost samples and the top bad names (the verdict's flag)."""
         report = {p: self.counts[p] for p in (*PLACES, *_APART)}
         report["lost"] = self.lost
+        report["lost_to_others"] = round(self.lost_to_others, 1)
         report["torch_runtime"] = self.torch_runtime
         report["in_dominated_calls"] = self.dominated
         report["calls"] = self.windows
@@ -504,7 +507,9 @@ class Attributor:
         With `since`, the samples from then on outside the windows (between forward's calls)
         are counted apart, by place (`Attribution.between`).
         """
-        out = Attribution(lost=samples.lost, windows=len(windows))
+        out = Attribution(
+            lost=samples.lost, lost_to_others=samples.lost_to_others, windows=len(windows)
+        )
         if not windows:
             return out
         windows = sorted(windows)
@@ -797,11 +802,12 @@ class CpuWatch:
             self.mean_period_ms = self.sampler.mean_period_ns() / 1e6
             # Per CPU the kernel is sampled too, and each sample stands for the mean time
             # between two ticks of the re-armed timers: all of forward's CPU time is compared.
-            # A sample lost there (a CPU's ring full) may have been anyone's: not counted as
-            # seen (flooding the rings with a storm of threads must not hide work). Per thread
-            # user mode only, at the fixed period, and every lost sample was the runner's.
+            # Records lost there (a CPU's ring full) count as seen only in proportion to the
+            # records of others read beside them: a storm of threads that fills the rings
+            # must not hide the runner's work, nor another process's storm reject it. Per
+            # thread user mode only, at the fixed period, and every lost sample was the runner's.
             if self.sampling == "per-cpu":
-                seen_s = sampled * self.mean_period_ms / 1e3
+                seen_s = (sampled + self.total.lost_to_others) * self.mean_period_ms / 1e3
                 self.unsampled_s = max(0.0, self._in_calls_s - seen_s)
             else:
                 seen_s = (sampled + self.total.lost) * self._period_s

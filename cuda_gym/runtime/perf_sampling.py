@@ -16,9 +16,10 @@ every thread they start, every `period_ns` of CPU time, in one of two ways (`per
 
   A CPU's timer fires at a fixed period, and its interrupt shows as a gap in the clock of
   whoever runs there: a thread that learns the phase can make every tick land where it likes
-  (asleep, or in a moment of code of its own). With `rearm` a thread of the sampler wakes at
-  each tick and restarts that CPU's timer with a random period (`PERF_EVENT_IOC_PERIOD`), so
-  that the next tick can come any time from a tenth of the period on: a thread would have to
+  (asleep, or in a moment of code of its own). With `rearm` a process of the sampler's
+  (`perf_rearm`) wakes at each tick and restarts that CPU's timer with a random period
+  (`PERF_EVENT_IOC_PERIOD`), so
+  that the next tick can come any time from 3 % of the period on: a thread would have to
   keep out of sight most of its time. Every tick must wake it, so these events sample the
   kernel too (idle CPUs included); a sample in the kernel has the ip `KERNEL_IP`. The restarts
   are logged and `mean_period_ns()` says how much time a tick stood for on average. The
@@ -41,9 +42,9 @@ import ctypes
 import mmap
 import os
 import platform
-import random
-import select
 import struct
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -62,7 +63,8 @@ _IOC_ENABLE, _IOC_DISABLE = 0x2400, 0x2401
 _IOC_PERIOD = 0x40082404  # _IOW('$', 4, __u64)
 # Re-arming per CPU (see PerfSampler): after each tick, a period drawn uniformly from this
 # share of the one asked for (the wake-up adds its latency: `mean_period_ns` measures).
-_REARM_PERIOD = (0.1, 1.9)
+_REARM_PERIOD = (0.03, 1.97)
+_REARM_RECORD = struct.Struct("QQQQ")  # perf_rearm's log: sequence, ticks before, since, period
 KERNEL_IP = (1 << 64) - 1  # the ip of a sample taken in the kernel (with `rearm`)
 _MISC_CPUMODE, _MISC_KERNEL = 7, 1
 _PAGE = mmap.PAGESIZE
@@ -90,6 +92,10 @@ class Samples:
     lost: int = 0
     # pid -> every executable mapping seen in it while sampling (a union over the looks)
     maps: dict[int, set[Mapping]] = field(default_factory=dict)
+    # Per CPU, where rings hold everyone's records: the lost ones in proportion to the records
+    # of others (not the sampled tree's) read beside them, drain by drain: a full ring that
+    # others filled says nothing about the tree, one that the tree filled hid its own work.
+    lost_to_others: float = 0.0
 
 
 def _online_cpus() -> list[int]:
@@ -332,11 +338,12 @@ class PerfSampler:
         self._pids = process_tree(pid)
         self.threads: Threads | None = None
         self.period_ns = period_ns
-        # per event: (since when, at which period it has been running), ticks before that
+        # per event: since when it runs, at which period (until the re-arming process's log)
         self._armed: list[tuple[int, int]] = []
         self._started: list[int] = []
-        self._ticks = 0
-        self._ticks_lock = threading.Lock()
+        self._final_mean_ns: float | None = None  # mean_period_ns when closed
+        # per CPU ring: records read at the last drain, the tree's of them
+        self._records: dict[int, tuple[int, int]] = {}
         if per_cpu:
             targets = [(-1, cpu) for cpu in _online_cpus()]
         else:
@@ -369,10 +376,13 @@ class PerfSampler:
                 raise PerfUnavailable(f"perf events: process {pid} is gone")
         self._thread = threading.Thread(target=self._drain_every, args=(drain_s,), daemon=True)
         self._thread.start()
-        self._rearming = None
+        self._rearming: subprocess.Popen | None = None
         if rearm:
-            self._rearming = threading.Thread(target=self._rearm_on_ticks, daemon=True)
-            self._rearming.start()
+            try:
+                self._start_rearming()
+            except BaseException:
+                self.close()
+                raise
 
     def quiet(self, on: bool) -> None:
         """Stop (True) or resume (False) the background draining (e.g. around a timed call)."""
@@ -402,43 +412,43 @@ class PerfSampler:
             if not self._quiet.is_set():
                 self._drain()
 
-    def _rearm_on_ticks(self) -> None:
-        """At each tick, restart that CPU's timer with a random period (module doc)."""
-        try:  # woken first whoever else wants the CPU (root only; a late restart is a
-            # stretch of foreseeable ticks)
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
-        except (OSError, AttributeError):
-            pass
-        rng = random.Random()  # seeded from the OS
-        low, high = (share * self.period_ns for share in _REARM_PERIOD)
-        poller = select.poll()
-        index = {fd: i for i, fd in enumerate(self._fds)}
-        for fd in self._fds:
-            poller.register(fd, select.POLLIN)
-        while not self._stop.is_set():
-            for fd, events in poller.poll(100):
-                if events & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
-                    poller.unregister(fd)  # (its CPU went offline: never a busy loop)
-                    continue
-                period = ctypes.c_uint64(int(rng.uniform(low, high)))
-                if self._libc.ioctl(fd, _IOC_PERIOD, ctypes.byref(period)) == 0:
-                    self._rearmed(index[fd], time.monotonic_ns(), period.value)
-
-    def _rearmed(self, i: int, now: int, period: int) -> None:
-        with self._ticks_lock:
-            since, before = self._armed[i]
-            self._ticks += (now - since) // before
-            self._armed[i] = (now, period)
-
     def mean_period_ns(self) -> float:
         """The mean time between two ticks of an event so far (`period_ns` unless re-armed)."""
         if self._rearming is None:
-            return float(self.period_ns)
+            return self._final_mean_ns or float(self.period_ns)
         now = time.monotonic_ns()
-        with self._ticks_lock:
-            ticks = self._ticks + sum((now - since) // p for since, p in self._armed)
-            span = sum(now - start for start in self._started)
+        ticks = 0
+        for i in range(len(self._fds)):
+            for _ in range(100):  # a record being written: read it again
+                sequence, before, since, period = _REARM_RECORD.unpack_from(
+                    self._rearm_log, i * _REARM_RECORD.size
+                )
+                again = struct.unpack_from("Q", self._rearm_log, i * _REARM_RECORD.size)[0]
+                if sequence % 2 == 0 and again == sequence:
+                    break
+            ticks += before + (now - since) // max(1, period)
+        span = sum(now - start for start in self._started)
         return span / ticks if ticks else float(self.period_ns)
+
+    def _start_rearming(self) -> None:
+        """Start the process that restarts each event's timer after its ticks (module doc)."""
+        log_fd = os.memfd_create("perf-rearm-log")
+        try:
+            os.ftruncate(log_fd, _REARM_RECORD.size * len(self._fds))
+            self._rearm_log = mmap.mmap(log_fd, _REARM_RECORD.size * len(self._fds))
+            for i, (since, period) in enumerate(self._armed):
+                at = i * _REARM_RECORD.size
+                _REARM_RECORD.pack_into(self._rearm_log, at, 0, 0, since, period)
+            low, high = (int(share * self.period_ns) for share in _REARM_PERIOD)
+            script = Path(__file__).with_name("perf_rearm.py")
+            self._rearming = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(script), str(low), str(high), str(log_fd)]
+                + [str(fd) for fd in self._fds],
+                stdin=subprocess.PIPE,
+                pass_fds=(log_fd, *self._fds),
+            )
+        finally:
+            os.close(log_fd)
 
     def _look_at_maps(self) -> None:
         for proc in set(self._pids) | {row[1] for row in self._samples.rows[-64:]}:
@@ -450,24 +460,53 @@ class PerfSampler:
         with self._lock:
             rows: list[tuple[int, int, int, int]] = []
             tasks: list[tuple[int, int, int, int, int]] = []
+            read = []  # per ring: (its rows, its fork and exit records, records lost)
             for ring in self._rings:
-                self._read_ring(ring, rows, tasks)
+                ring_rows, ring_tasks = [], []
+                lost = self._read_ring(ring, ring_rows, ring_tasks)
+                read.append((ring_rows, ring_tasks, lost))
+                rows += ring_rows
+                tasks += ring_tasks
             if self.threads is not None:
                 now = time.monotonic_ns()
                 rows = self.threads.take(tasks, rows)
                 self.threads.look(self._looked, now)  # (a fork or exit record lost, an execve)
                 self._looked = now
+                self._put_down_lost(read)
             if self.keep:
                 self._samples.rows += rows
             self._pids = process_tree(self.pid) or self._pids
             self._look_at_maps()
 
-    def _read_ring(self, ring: mmap.mmap, rows: list, tasks: list) -> None:
-        """Move the ring's samples to `rows` and its fork and exit records to `tasks`."""
+    def _put_down_lost(self, read: list) -> None:
+        """Per CPU, count the records each ring lost as others' in proportion to its records.
+
+        read: per ring, the rows, fork and exit records and lost count of this drain. The kernel
+        writes a lost record once there is room again, at the drain after the one that found
+        the ring full: that drain's records count too.
+        """
+        member = self.threads.member
+        for i, (rows, tasks, lost) in enumerate(read):
+            rows = [row for row in rows if row[1]]  # (an idle CPU's are nobody's)
+            own = sum(1 for row in rows if member(row[2], row[3]))
+            for at, kind, _, tid, ptid in tasks:  # a member's fork or exit
+                own += member(ptid if kind == _RECORD_FORK else tid, at)
+            records = len(rows) + len(tasks)
+            before = self._records.get(i, (0, 0))
+            self._records[i] = (records, own)
+            if lost:
+                records, own = records + before[0], own + before[1]
+                self._samples.lost_to_others += lost * (records - own) / max(1, records)
+
+    def _read_ring(self, ring: mmap.mmap, rows: list, tasks: list) -> int:
+        """Move the ring's samples to `rows` and its fork and exit records to `tasks`.
+
+        Returns how many records it lost since the last read (counted in the samples too).
+        """
         head = struct.unpack_from("Q", ring, 1024)[0]
         tail = struct.unpack_from("Q", ring, 1032)[0]
         if head == tail:
-            return
+            return 0
         offset, size = struct.unpack_from("QQ", ring, 1040)
         if size == 0:  # kernels before 4.1 leave these empty
             offset, size = _PAGE, len(ring) - _PAGE
@@ -497,6 +536,7 @@ class PerfSampler:
             tail += length
         self._samples.lost += lost
         struct.pack_into("Q", ring, 1032, head)
+        return lost
 
     def collect(self) -> Samples:
         """Every sample since the last `collect` (and the maps seen so far; drains first)."""
@@ -509,9 +549,20 @@ class PerfSampler:
     def close(self) -> None:
         """Stop sampling and free the events and their buffers."""
         self._stop.set()
-        for thread in (getattr(self, "_thread", None), getattr(self, "_rearming", None)):
-            if thread is not None:
-                thread.join()
+        thread = getattr(self, "_thread", None)
+        if thread is not None:
+            thread.join()
+        rearming = getattr(self, "_rearming", None)
+        if rearming is not None:  # (it holds the events open too: ended before they are freed)
+            self._final_mean_ns = self.mean_period_ns()
+            rearming.stdin.close()
+            try:
+                rearming.wait(5)
+            except subprocess.TimeoutExpired:
+                rearming.kill()
+                rearming.wait()
+            self._rearming = None
+            self._rearm_log.close()
         for fd in self._fds:
             self._libc.ioctl(fd, _IOC_DISABLE, 0)
         for ring in self._rings:

@@ -711,8 +711,10 @@ def test_a_trusted_librarys_code_written_in_memory_is_foreign():
     assert violation.startswith("foreign_kernels: ") and "libm" in violation
 
 
-def test_per_cpu_samples_lost_in_full_rings_are_not_counted_as_seen(monkeypatch):
-    """A storm of records that fills a CPU's ring must not hide the work its samples showed."""
+@pytest.mark.parametrize("filled_by", ["the runner", "others"])
+def test_per_cpu_samples_lost_in_rings_the_runner_filled_are_unseen(monkeypatch, filled_by):
+    """A storm of records that fills a CPU's ring must not hide the runner's work (its own
+    storm), nor count against it (another process's)."""
     from cuda_gym.judge.config import CPU_SAMPLING_ENV
 
     monkeypatch.setenv(CPU_SAMPLING_ENV, "per-cpu")
@@ -735,7 +737,9 @@ def test_per_cpu_samples_lost_in_full_rings_are_not_counted_as_seen(monkeypatch)
 
             def flooded():  # every sample of the runner lost, as if its ring had been full
                 got = collect()
-                return Samples([], got.lost + len(got.rows), got.maps)
+                lost = got.lost + len(got.rows)
+                others = lost if filled_by == "others" else 0
+                return Samples([], lost, got.maps, lost_to_others=others)
 
             monkeypatch.setattr(watch.sampler, "collect", flooded)
             watch.loaded()
@@ -750,5 +754,8 @@ def test_per_cpu_samples_lost_in_full_rings_are_not_counted_as_seen(monkeypatch)
         child.stdin.close()
         child.wait(10)
     assert watch.total.lost > 100
-    assert watch.unsampled_s >= 0.5 * watch.in_calls_cpu_s
-    assert any("saw none of it" in v for v in found)
+    if filled_by == "others":
+        assert not any("saw none of it" in v for v in found)
+    else:
+        assert watch.unsampled_s >= 0.5 * watch.in_calls_cpu_s
+        assert any("saw none of it" in v for v in found)

@@ -290,3 +290,61 @@ def test_rearmed_per_cpu_ticks_cannot_be_foreseen_and_the_kernel_is_sampled():
     # reading /dev/zero is time in the kernel, sampled as such
     kernel = [ip for at, ip in rows if at > spun_until and ip == KERNEL_IP]
     assert len(kernel) > 0.5 * 0.4e9 / mean_period
+
+
+# Starts and ends threads as fast as it can for a while (a storm of fork and exit records).
+THREAD_STORM = """
+import sys, threading, time
+sys.stdout.write("ready\\n"); sys.stdout.flush()
+sys.stdin.readline()
+end = time.monotonic() + 2.5
+while time.monotonic() < end:
+    t = threading.Thread(target=int)
+    t.start()
+    t.join()
+"""
+
+
+@pytest.mark.parametrize("storm_by", ["the sampled process", "another process"])
+def test_records_lost_in_full_rings_are_put_down_to_who_filled_them(storm_by):
+    storm = subprocess.Popen(
+        [sys.executable, "-c", THREAD_STORM],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    with _spinning_child() as child:
+        try:
+            assert storm.stdout.readline() == "ready\n"
+            sampled = storm if storm_by == "the sampled process" else child
+            try:  # small rings (32 KiB a CPU), never drained: they fill
+                sampler = PerfSampler(
+                    sampled.pid,
+                    period_ns=2_131_000,
+                    buffer_bytes=2 * 8 * 4096 * len(os.sched_getaffinity(0)),
+                    per_cpu=True,
+                    rearm=True,
+                )
+            except PerfUnavailable as exc:
+                pytest.skip(f"this kernel does not let us sample per CPU: {exc}")
+            with sampler:
+                sampler.quiet(True)
+                storm.stdin.write("go\n")
+                storm.stdin.flush()
+                if sampled is child:  # (it spins beside the storm; else it waits)
+                    _go_and_wait(child)
+                storm.wait(30)
+                got = sampler.collect()
+                time.sleep(0.05)  # (a lost record is written once there is room again)
+                later = sampler.collect()
+                got.lost += later.lost
+                got.lost_to_others += later.lost_to_others
+        finally:
+            storm.kill()
+            storm.wait()
+    assert got.lost > 100
+    others = got.lost_to_others / got.lost
+    if storm_by == "the sampled process":
+        assert others < 0.3
+    else:
+        assert others > 0.7
