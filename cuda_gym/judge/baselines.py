@@ -21,7 +21,12 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from cuda_gym.judge.config import CPU_SAMPLE_PERIOD_NS, JudgeConfig, samples_host_cpu
+from cuda_gym.judge.config import (
+    CPU_SAMPLE_PERIOD_NS,
+    JudgeConfig,
+    samples_host_cpu,
+    samples_per_cpu,
+)
 from cuda_gym.judge.device import DeviceInfo
 
 logger = logging.getLogger(__name__)
@@ -51,6 +56,8 @@ def baseline_key(task_hash: str, info: DeviceInfo, config: JudgeConfig) -> str:
     ]
     if samples_host_cpu(info.device):  # cuda_gym.judge.cpu_time: sampling costs time
         parts.append(f"perf-sampled-{CPU_SAMPLE_PERIOD_NS}")
+        if info.device == "cpu" and samples_per_cpu():
+            parts.append("per-cpu-rearmed")
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
 

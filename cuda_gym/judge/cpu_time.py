@@ -612,18 +612,22 @@ class CpuWatch:
         device: str = "cpu",
     ) -> None:
         self.sampler: PerfSampler | None = None
-        # How: per CPU for the solution's runner on the CPU (short-lived threads are seen),
-        # per thread where the kernel refuses that, and for the baselines (sampled only so
-        # that both sides of a speedup pay the samples' cost).
+        # How: on the CPU per CPU, re-armed (short-lived threads are seen, ticks cannot be
+        # foreseen), per thread where the kernel refuses that; on a GPU per thread. The
+        # baselines' runners alike, keeping nothing: sampled only so that both sides of a
+        # speedup pay the same cost (the re-arming process's CPU time included).
         self.sampling = "per-thread"
-        if attributor is not None and device == "cpu" and samples_per_cpu():
+        keep = attributor is not None
+        if device == "cpu" and samples_per_cpu():
             try:
-                self.sampler = PerfSampler(pid, period_ns=period_ns, per_cpu=True, rearm=True)
+                self.sampler = PerfSampler(
+                    pid, period_ns=period_ns, keep=keep, per_cpu=True, rearm=True
+                )
                 self.sampling = "per-cpu"
             except PerfUnavailable as exc:
                 self.sampling = f"per-thread (per-CPU sampling refused: {exc})"
         if self.sampler is None:
-            self.sampler = PerfSampler(pid, period_ns=period_ns, keep=attributor is not None)
+            self.sampler = PerfSampler(pid, period_ns=period_ns, keep=keep)
         self.attributor = attributor
         self.total = Attribution()
         self._windows: list[tuple[int, int]] = []

@@ -658,6 +658,7 @@ def test_the_watch_samples_the_solutions_runner_per_cpu_unless_told(monkeypatch,
         child.stdin.close()
         child.wait(10)
     assert watch.sampling == mode
+    assert watch.sampler.keep
     seen = watch.total.total + watch.total.counts["idle"]
     if mode == "per-cpu":  # the short threads' time is sampled: the interpreter, mostly
         assert seen * PERIOD_NS / 1e9 >= 0.4 * watch.in_calls_user_s
@@ -759,3 +760,24 @@ def test_per_cpu_samples_lost_in_rings_the_runner_filled_are_unseen(monkeypatch,
     else:
         assert watch.unsampled_s >= 0.5 * watch.in_calls_cpu_s
         assert any("saw none of it" in v for v in found)
+
+
+def test_a_baselines_runner_is_sampled_as_a_solutions_is_keeping_nothing(monkeypatch):
+    from cuda_gym.judge.config import CPU_SAMPLING_ENV
+
+    monkeypatch.setenv(CPU_SAMPLING_ENV, "per-cpu")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        try:
+            watch = CpuWatch(child.pid, None)
+        except PerfUnavailable as exc:
+            pytest.skip(f"this kernel does not let us sample: {exc}")
+        try:
+            if watch.sampling != "per-cpu":
+                pytest.skip(f"sampled {watch.sampling}")
+            assert not watch.sampler.keep and watch.check() == []
+        finally:
+            watch.close()
+    finally:
+        child.kill()
+        child.wait()
