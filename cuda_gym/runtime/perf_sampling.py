@@ -18,13 +18,12 @@ every thread they start, every `period_ns` of CPU time, in one of two ways (`per
   whoever runs there: a thread that learns the phase can make every tick land where it likes
   (asleep, or in a moment of code of its own). With `rearm` a process of the sampler's
   (`perf_rearm`) wakes at each tick and restarts that CPU's timer with a random period
-  (`PERF_EVENT_IOC_PERIOD`), so
-  that the next tick can come any time from 3 % of the period on: a thread would have to
-  keep out of sight most of its time. Every tick must wake it, so these events sample the
-  kernel too (idle CPUs included); a sample in the kernel has the ip `KERNEL_IP`. The restarts
-  are logged and `mean_period_ns()` says how much time a tick stood for on average. The
-  thread wakes ~470 times a second per online CPU (~30 us of CPU each on CI's VM, where
-  the restart is a cross-CPU call: 3 % of a core for two CPUs).
+  (`PERF_EVENT_IOC_PERIOD`), so that the next tick can come any time from 3 % of the period
+  on: a thread would have to keep out of sight most of its time. Every tick must wake it, so
+  these events sample the kernel too (idle CPUs included); a sample in the kernel has the ip
+  `KERNEL_IP`. The restarts are logged and `mean_period_ns()` says how much time a tick
+  stood for on average. The process wakes ~470 times a second per online CPU (~30 us of CPU
+  each on CI's VM, where the restart is a cross-CPU call: 3 % of a core for two CPUs).
 
 The events belong to the sampling process: the sampled one cannot see, stop or reconfigure them.
 A thread of the sampler empties the ring buffers every `drain_s` (a full ring drops new samples,
@@ -413,9 +412,18 @@ class PerfSampler:
                 self._drain()
 
     def mean_period_ns(self) -> float:
-        """The mean time between two ticks of an event so far (`period_ns` unless re-armed)."""
+        """The mean time between two ticks of an event so far (`period_ns` unless re-armed).
+
+        Raises PerfUnavailable if the re-arming process ended before `close` (the ticks could
+        be foreseen from then on: never a silent fallback).
+        """
         if self._rearming is None:
             return self._final_mean_ns or float(self.period_ns)
+        if self._rearming.poll() is not None:
+            raise PerfUnavailable(
+                "perf events: the process re-arming the sampling timers ended (exit status "
+                f"{self._rearming.returncode}): their ticks could be foreseen since"
+            )
         now = time.monotonic_ns()
         ticks = 0
         for i in range(len(self._fds)):
@@ -554,7 +562,10 @@ class PerfSampler:
             thread.join()
         rearming = getattr(self, "_rearming", None)
         if rearming is not None:  # (it holds the events open too: ended before they are freed)
-            self._final_mean_ns = self.mean_period_ns()
+            try:
+                self._final_mean_ns = self.mean_period_ns()
+            except PerfUnavailable:
+                pass
             rearming.stdin.close()
             try:
                 rearming.wait(5)
