@@ -648,10 +648,15 @@ class CpuWatch:
         # any files whose executable mappings hold written pages (on the CPU: `check_written`)
         self.code_written: set[str] = set()
         self.code_checks = 0  # comparisons of own code with its file that could be made
+        # per CPU on the CPU: files whose code one process mapped at two addresses
+        self.code_remapped: set[str] = set()
         self._code_lock = threading.Lock()
         self._watch_code = False
         self._own_maps: list[tuple[int, Mapping, tuple[bytes, ...]]] = []
         self._durations: list[float] = []  # seconds of the untimed windows
+        # per CPU: the spans of each call's two reads of /proc, the samples taken in them
+        self._accounting: list[tuple[int, int]] = []
+        self._accounted = 0
         self._rng = random.Random()
 
     def loaded(self) -> None:
@@ -743,6 +748,7 @@ class CpuWatch:
     @contextlib.contextmanager
     def window(self, timed: bool = False):
         """Count the samples taken while the block runs (one call of forward)."""
+        read_at = time.monotonic_ns()
         before = tree_cpu_times(self.pid) if self._loaded_s is not None else None
         if timed:
             self.sampler.quiet(True)
@@ -763,6 +769,9 @@ class CpuWatch:
                 user, total = tree_cpu_times(self.pid)
                 self._in_calls_user_s += user - before[0]
                 self._in_calls_s += total - before[1]
+                # the span of the two reads: what the runner's tree ran between them (OpenMP's
+                # workers waiting after the call, a driver slow to read on a busy machine)
+                self._accounting.append((read_at, time.monotonic_ns()))
 
     def samples_after_first(self) -> int:
         """Samples attributed so far (at the last `check`) in forward's calls after its first."""
@@ -778,9 +787,21 @@ class CpuWatch:
         if self.attributor is None:  # sampled for fairness only (a baseline)
             return []
         self.total.add(self.attributor.attribute(samples, self._windows, self._since))
-        self._windows = []
+        if self._accounts and self.sampling == "per-cpu":
+            self.code_remapped |= remapped_code(samples.maps)
+            self._accounted += _inside(samples.rows, self._accounting)
+        self._windows, self._accounting = [], []
         found = assess(self.total, self.attributor.device, own_calls, self.attributor.vendor)
         self.check_code()
+        if self.code_remapped:
+            names = ", ".join(sorted(Path(p).name for p in self.code_remapped))
+            found.append(
+                format_violation(
+                    ViolationKind.FOREIGN_KERNELS,
+                    f"the code of {names} was mapped at a second address while the solution ran"
+                    " (a copy of a library's code to run as if from elsewhere)",
+                )
+            )
         if self.code_written - self.code_changed:
             names = ", ".join(sorted(Path(p).name for p in self.code_written - self.code_changed))
             found.append(
@@ -810,8 +831,9 @@ class CpuWatch:
             # records of others read beside them: a storm of threads that fills the rings
             # must not hide the runner's work, nor another process's storm reject it. Per
             # thread user mode only, at the fixed period, and every lost sample was the runner's.
-            if self.sampling == "per-cpu":
-                seen_s = (sampled + self.total.lost_to_others) * self.mean_period_ms / 1e3
+            if self.sampling == "per-cpu":  # (every sample between the two reads of /proc)
+                seen = self._accounted + self.total.lost_to_others
+                seen_s = seen * self.mean_period_ms / 1e3
                 self.unsampled_s = max(0.0, self._in_calls_s - seen_s)
             else:
                 seen_s = (sampled + self.total.lost) * self._period_s
@@ -855,6 +877,34 @@ class CpuWatch:
     def close(self) -> None:
         """Stop sampling."""
         self.sampler.close()
+
+
+def _inside(rows: list, spans: list[tuple[int, int]]) -> int:
+    """How many samples (ip, pid, tid, time) fall in one of `spans` ([start, end] ns)."""
+    spans = sorted(spans)
+    starts = [a for a, _ in spans]
+    count = 0
+    for row in rows:
+        k = bisect.bisect_right(starts, row[3]) - 1
+        count += k >= 0 and row[3] <= spans[k][1]
+    return count
+
+
+def remapped_code(maps: dict[int, set[Mapping]]) -> set[str]:
+    """Files whose code (the same offset of the file) a process mapped at two addresses.
+
+    A library is mapped once; a second mapping of its code, moved or swapped to where
+    another file's code was seen (`PerfSampler` records each mapping as it is made, but a
+    move, mremap, makes no record), would be placed as the other file's.
+    """
+    found = set()
+    for mappings in maps.values():
+        starts: dict[tuple[str, int], set[int]] = {}
+        for m in mappings:
+            if m.path.startswith("/"):
+                starts.setdefault((m.path, m.offset), set()).add(m.start)
+        found |= {path for (path, _), at in starts.items() if len(at) > 1}
+    return found
 
 
 @functools.lru_cache(maxsize=4096)

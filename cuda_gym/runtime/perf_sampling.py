@@ -56,8 +56,10 @@ _SAMPLE_IP, _SAMPLE_TID, _SAMPLE_TIME = 1, 2, 4
 # perf_event_attr flag bits
 _DISABLED, _INHERIT, _EXCLUDE_KERNEL, _EXCLUDE_HV, _TASK, _USE_CLOCKID = 0, 1, 5, 6, 13, 25
 _CLOCK_MONOTONIC = 1
-_RECORD_LOST, _RECORD_EXIT, _RECORD_FORK, _RECORD_SAMPLE = 2, 4, 7, 9
+_RECORD_LOST, _RECORD_EXIT, _RECORD_FORK, _RECORD_SAMPLE, _RECORD_MMAP2 = 2, 4, 7, 9, 10
+_MMAP, _SAMPLE_ID_ALL, _MMAP2 = 8, 18, 23  # perf_event_attr flag bits
 _NEVER = 1 << 63  # the end of a thread's life that has not ended
+_EXITING_NS = 20_000_000  # how long a thread's exit may run in the kernel after its record
 _IOC_ENABLE, _IOC_DISABLE = 0x2400, 0x2401
 _IOC_PERIOD = 0x40082404  # _IOW('$', 4, __u64)
 # Re-arming per CPU (see PerfSampler): after each tick, a period drawn uniformly from this
@@ -115,13 +117,14 @@ def _attr(period_ns: int, per_cpu: bool = False, rearm: bool = False) -> ctypes.
     clock = _SW_CPU_CLOCK if per_cpu else _SW_TASK_CLOCK
     struct.pack_into("IIQQQQ", raw, 0, _TYPE_SOFTWARE, _ATTR_SIZE, clock, period_ns, sample_type, 0)
     flags = 0
-    # per CPU: the fork and exit records of every task there instead of inheritance
-    follow = _TASK if per_cpu else _INHERIT
+    # per CPU: the fork and exit records of every task there instead of inheritance, and its
+    # executable mappings as they are made (with their time: sample_id_all)
+    follow = (_TASK, _MMAP, _MMAP2, _SAMPLE_ID_ALL) if per_cpu else (_INHERIT,)
     # re-armed after each tick: every tick must be seen, wherever it lands (idle CPUs too: a
     # timer left running at a short period there would tick more often than the mean says,
     # and the mean is taken over all CPUs), and wake the sampler
     excluded = (_EXCLUDE_HV,) if rearm else (_EXCLUDE_KERNEL, _EXCLUDE_HV)
-    for bit in (_DISABLED, follow, _USE_CLOCKID, *excluded):
+    for bit in (_DISABLED, *follow, _USE_CLOCKID, *excluded):
         flags |= 1 << bit
     struct.pack_into("Q", raw, 40, flags)
     if rearm:
@@ -292,14 +295,28 @@ class Threads:
                 self._tasks.append(record)
         kept, waiting, self._rows = [], self._rows, []
         for row in waiting:
-            if self.member(row[2], row[3]):
+            if self._sampled(row):
                 kept.append(row)
         for row in rows:
-            if self.member(row[2], row[3]):
+            if self._sampled(row):
                 kept.append(row)
             else:
                 self._rows.append(row)
         return kept
+
+    def _sampled(self, row: tuple[int, int, int, int]) -> bool:
+        """Whether a sample (ip, pid, tid, time) is a member's.
+
+        A thread's exit record is written early in its exit: the rest of the exit runs in the
+        kernel, under the same id, for a moment after (thousands of short threads: most of
+        their kernel time).
+        """
+        ip, _, tid, at = row
+        if self.member(tid, at):
+            return True
+        return ip == KERNEL_IP and any(
+            end < at <= end + _EXITING_NS for _, end in self.lives.get(tid, ())
+        )
 
 
 class PerfSampler:
@@ -469,9 +486,10 @@ class PerfSampler:
             rows: list[tuple[int, int, int, int]] = []
             tasks: list[tuple[int, int, int, int, int]] = []
             read = []  # per ring: (its rows, its fork and exit records, records lost)
+            mappings: list[tuple[int, int, int, Mapping]] = []
             for ring in self._rings:
                 ring_rows, ring_tasks = [], []
-                lost = self._read_ring(ring, ring_rows, ring_tasks)
+                lost = self._read_ring(ring, ring_rows, ring_tasks, mappings)
                 read.append((ring_rows, ring_tasks, lost))
                 rows += ring_rows
                 tasks += ring_tasks
@@ -481,6 +499,11 @@ class PerfSampler:
                 self.threads.look(self._looked, now)  # (a fork or exit record lost, an execve)
                 self._looked = now
                 self._put_down_lost(read)
+                # Every executable mapping a member made, as it was made: code mapped over
+                # another's for the length of a call is seen, whenever the maps are read.
+                for at, pid, tid, m in mappings:
+                    if self.threads.member(tid, at) or pid in self._pids:
+                        self._samples.maps.setdefault(pid, set()).add(m)
             if self.keep:
                 self._samples.rows += rows
             self._pids = process_tree(self.pid) or self._pids
@@ -506,9 +529,12 @@ class PerfSampler:
                 records, own = records + before[0], own + before[1]
                 self._samples.lost_to_others += lost * (records - own) / max(1, records)
 
-    def _read_ring(self, ring: mmap.mmap, rows: list, tasks: list) -> int:
+    def _read_ring(
+        self, ring: mmap.mmap, rows: list, tasks: list, mappings: list | None = None
+    ) -> int:
         """Move the ring's samples to `rows` and its fork and exit records to `tasks`.
 
+        mappings: where to put its executable mappings' records (time, pid, tid, Mapping).
         Returns how many records it lost since the last read (counted in the samples too).
         """
         head = struct.unpack_from("Q", ring, 1024)[0]
@@ -539,6 +565,12 @@ class PerfSampler:
             elif kind in (_RECORD_FORK, _RECORD_EXIT) and length >= 32:
                 pid, _, tid, ptid, at = struct.unpack_from("IIIIQ", body, 8)
                 tasks.append((at, kind, pid, tid, ptid))
+            elif kind == _RECORD_MMAP2 and length >= 80 and mappings is not None:
+                pid, tid, start, size, offset = struct.unpack_from("IIQQQ", body, 8)
+                name = body[72 : length - 16].split(b"\0", 1)[0].decode(errors="replace")
+                at = struct.unpack_from("Q", body, length - 8)[0]  # (sample_id: pid tid time)
+                path = "" if name == "//anon" else name
+                mappings.append((at, pid, tid, Mapping(start, start + size, offset, path)))
             elif kind == _RECORD_LOST and length >= 24:
                 lost += struct.unpack_from("Q", body, 16)[0]
             tail += length

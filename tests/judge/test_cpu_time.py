@@ -754,7 +754,7 @@ def test_per_cpu_samples_lost_in_rings_the_runner_filled_are_unseen(monkeypatch,
     finally:
         child.stdin.close()
         child.wait(10)
-    assert watch.total.lost > 100
+    assert watch.total.lost > 50
     if filled_by == "others":
         assert not any("saw none of it" in v for v in found)
     else:
@@ -781,3 +781,17 @@ def test_a_baselines_runner_is_sampled_as_a_solutions_is_keeping_nothing(monkeyp
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_librarys_code_mapped_at_a_second_address_is_found():
+    from cuda_gym.judge.cpu_time import remapped_code
+
+    lib = "/usr/lib/libtorch_cpu.so"
+    once = {7: {Mapping(0x1000, 0x9000, 0x1000, lib), Mapping(0x9000, 0xA000, 0x9000, lib)}}
+    assert remapped_code(once) == set()
+    twice = {7: once[7] | {Mapping(0x70000, 0x78000, 0x1000, lib)}, 8: once[7]}
+    assert remapped_code(twice) == {lib}
+    # anonymous memory and other processes' mappings are not a library mapped twice
+    anonymous = Mapping(0x70000, 0x78000, 0, "")
+    other = {7: once[7] | {anonymous}, 8: {Mapping(0x5000, 0xD000, 0x1000, lib)}}
+    assert remapped_code(other) == set()
