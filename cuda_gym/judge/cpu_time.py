@@ -72,6 +72,7 @@ from cuda_gym.runtime.perf_sampling import (
     Samples,
     executable_maps,
     process_tree,
+    tree_cpu_ns,
     tree_cpu_s,
     tree_cpu_times,
 )
@@ -657,6 +658,7 @@ class CpuWatch:
         # per CPU: the spans of each call's two reads of /proc, the samples taken in them
         self._accounting: list[tuple[int, int]] = []
         self._accounted = 0
+        self._in_calls_ns = 0  # per CPU: the same as _in_calls_s, to the nanosecond
         self._rng = random.Random()
 
     def loaded(self) -> None:
@@ -750,6 +752,8 @@ class CpuWatch:
         """Count the samples taken while the block runs (one call of forward)."""
         read_at = time.monotonic_ns()
         before = tree_cpu_times(self.pid) if self._loaded_s is not None else None
+        precise = before is not None and self.sampling == "per-cpu"
+        before_ns = tree_cpu_ns(self.pid) if precise else 0
         if timed:
             self.sampler.quiet(True)
         start = time.monotonic_ns()
@@ -769,6 +773,8 @@ class CpuWatch:
                 user, total = tree_cpu_times(self.pid)
                 self._in_calls_user_s += user - before[0]
                 self._in_calls_s += total - before[1]
+                if precise:  # (to the nanosecond: what the samples are compared with)
+                    self._in_calls_ns += tree_cpu_ns(self.pid) - before_ns
                 # the span of the two reads: what the runner's tree ran between them (OpenMP's
                 # workers waiting after the call, a driver slow to read on a busy machine)
                 self._accounting.append((read_at, time.monotonic_ns()))
@@ -834,20 +840,21 @@ class CpuWatch:
             if self.sampling == "per-cpu":  # (every sample between the two reads of /proc)
                 seen = self._accounted + self.total.lost_to_others
                 seen_s = seen * self.mean_period_ms / 1e3
-                self.unsampled_s = max(0.0, self._in_calls_s - seen_s)
+                self.in_calls_cpu_s = self._in_calls_ns / 1e9
+                self.unsampled_s = max(0.0, self.in_calls_cpu_s - seen_s)
             else:
                 seen_s = (sampled + self.total.lost) * self._period_s
                 self.unsampled_s = max(0.0, self._in_calls_user_s - seen_s)
             # Per thread, the share is of the time outside the solution's own code: own code
             # spinning beside the unseen work must not dilute it. Per CPU, of all of it.
             if self.sampling == "per-cpu":
-                share_of_s = UNSAMPLED_SHARE_PER_CPU * self._in_calls_s
+                share_of_s = UNSAMPLED_SHARE_PER_CPU * self.in_calls_cpu_s
             else:
                 own_s = self.total.counts["own"] * self._period_s
                 share_of_s = UNSAMPLED_SHARE * (self._in_calls_user_s - own_s)
             if self.unsampled_s >= UNSAMPLED_MIN_S and self.unsampled_s >= share_of_s:
                 per_cpu = self.sampling == "per-cpu"
-                compared_s = self._in_calls_s if per_cpu else self._in_calls_user_s
+                compared_s = self.in_calls_cpu_s if per_cpu else self._in_calls_user_s
                 unseen = (
                     "threads it could not follow"
                     if self.sampling == "per-cpu"

@@ -368,3 +368,24 @@ def test_a_rearming_process_that_ended_is_an_error_not_a_fixed_period():
             sampler._rearming.wait()
             with pytest.raises(PerfUnavailable, match="re-arming"):
                 sampler.mean_period_ns()
+
+
+def test_tree_cpu_ns_reads_a_process_cpu_clock_to_the_nanosecond():
+    from cuda_gym.runtime.perf_sampling import tree_cpu_ns
+
+    code = (
+        "import sys, time\nend = time.process_time() + 0.3\n"
+        "while time.process_time() < end: pass\n"
+        "print(time.process_time_ns(), flush=True)\nsys.stdin.readline()"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        own = int(child.stdout.readline())
+        got = tree_cpu_ns(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    # its clock read from outside: at least what it read itself, a moment later
+    assert own <= got < own + 50_000_000
