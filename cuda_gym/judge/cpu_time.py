@@ -119,7 +119,13 @@ UNSAMPLED_SHARE = 0.5
 # sleep across every tick, and pad with work sampled elsewhere (libc's memset on the other
 # core: red-team case, 0.33 s unseen of 5.4 s, 6 %). Padding past 20 times the hidden work
 # still dilutes it (docs/judge.md, known gaps).
-UNSAMPLED_SHARE_PER_CPU = 0.05
+# ... but on a machine loaded past its cores honest forwards show much more unseen time (the
+# 2-core VM at a load of ~5, exploit suite at b86ba90: 0.37 s of 0.98 s, and a single-threaded
+# loop 2.77 s of 6.30 s, cause not found): per CPU half of it and 0.5 s. With the timers
+# re-armed at random no thread can dodge the ticks; what this rule still catches is threads
+# the sampler could not follow and records lost to a full ring.
+UNSAMPLED_SHARE_PER_CPU = 0.5
+UNSAMPLED_MIN_S_PER_CPU = 0.5
 # The solution's own code is compared with its file while calls run (CpuWatch.window): every
 # CODE_CHECK_EVERY_S through each untimed call, once in this share of the timed ones.
 CODE_CHECK_TIMED_SHARE = 0.25
@@ -852,7 +858,8 @@ class CpuWatch:
             else:
                 own_s = self.total.counts["own"] * self._period_s
                 share_of_s = UNSAMPLED_SHARE * (self._in_calls_user_s - own_s)
-            if self.unsampled_s >= UNSAMPLED_MIN_S and self.unsampled_s >= share_of_s:
+            floor_s = UNSAMPLED_MIN_S_PER_CPU if self.sampling == "per-cpu" else UNSAMPLED_MIN_S
+            if self.unsampled_s >= floor_s and self.unsampled_s >= share_of_s:
                 per_cpu = self.sampling == "per-cpu"
                 compared_s = self.in_calls_cpu_s if per_cpu else self._in_calls_user_s
                 unseen = (
