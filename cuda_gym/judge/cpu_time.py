@@ -588,6 +588,10 @@ class Attributor:
                         place = "torch_compute" if is_torch_compute(symbol) else "runtime"
                         name = symbol
             places.append((place, name))
+        # OpenMP's waits are set apart from every rule: never where another file's code was
+        # seen too (code mapped where libgomp was, or libgomp's name mapped over other code)
+        if any(place != "idle" for place, _ in places):
+            places = [pn for pn in places if pn[0] != "idle"]
         return min(places, key=lambda pn: _SEVERITY[pn[0]])
 
 

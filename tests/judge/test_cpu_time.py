@@ -796,3 +796,15 @@ def test_a_librarys_code_mapped_at_a_second_address_is_found():
     anonymous = Mapping(0x70000, 0x78000, 0, "")
     other = {7: once[7] | {anonymous}, 8: {Mapping(0x5000, 0xD000, 0x1000, lib)}}
     assert remapped_code(other) == set()
+
+
+def test_openmps_name_never_hides_other_code_seen_at_the_same_address():
+    who = Attributor(writable=("/nonexistent-scratch",))
+    pid = 4242
+    gomp = "/usr/lib/x86_64-linux-gnu/libgomp.so.1.0.0"
+    libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+    alone = {pid: {Mapping(0x1000, 0x2000, 0, gomp)}}
+    both = {pid: {Mapping(0x1000, 0x2000, 0, gomp), Mapping(0x1000, 0x2000, 0, libc)}}
+    rows = [(0x1800, pid, pid, 150)]
+    assert who.attribute(Samples(rows, 0, alone), [(100, 200)]).counts["idle"] == 1
+    assert who.attribute(Samples(rows, 0, both), [(100, 200)]).counts["runtime"] == 1
