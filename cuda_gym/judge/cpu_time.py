@@ -91,8 +91,11 @@ CPU_BAD_SAMPLES = 10
 CPU_BAD_MIN = 2
 CPU_BAD_OWN_SHARE = 0.1
 # Work between forward's calls (a thread left computing slows every other judgement on the
-# machine): 100 ms of CPU time sampled outside the calls, OpenMP's waits aside.
-BETWEEN_SAMPLES = 50
+# machine): 60 ms of CPU time sampled outside the calls, OpenMP's waits aside. On the CPU the
+# kernel's time counts there too (a thread spinning on the clock or on system calls: red team,
+# a GIL held between two calls, 13 of its 53 samples in the kernel). Honest corpora between
+# calls, on the CPU: at most 13 such samples (a load of ~5 on 2 cores); on a GPU: none.
+BETWEEN_SAMPLES = 30
 # On the CPU, forward is refused as kernel-free when at least MOVE_MIN_SAMPLES are sampled after
 # its first call, MOVE_SHARE of them in PyTorch's non-compute code (allowed ops, dispatch) and
 # at most OWN_MIN_SHARE in the solution's own. (PyTorch's non-compute code is its dispatch and
@@ -1058,8 +1061,9 @@ def assess(
             )
         )
     # On a GPU the runner polls for the driver's next call (a timing loop) in its own Python
-    # and the CUDA libraries: only the solution's code and foreign compute count there.
-    idle = (*_APART, "runtime", "interpreter") if device == "cuda" else _APART
+    # and the CUDA libraries: only the solution's code and foreign compute count there. On the
+    # CPU it waits asleep: all but OpenMP's waits count.
+    idle = (*_APART, "runtime", "interpreter") if device == "cuda" else ("idle",)
     working = sum(n for place, n in attribution.between.items() if place not in idle)
     if working >= BETWEEN_SAMPLES:
         places = ", ".join(

@@ -1,5 +1,6 @@
 """Where forward's CPU time went: places of code, PyTorch's compute kernels, the rule."""
 
+import contextlib
 import hashlib
 import mmap
 import os
@@ -30,6 +31,7 @@ from cuda_gym.judge.cpu_time import (
 )
 from cuda_gym.judge.inline_build import is_extension_module
 from cuda_gym.runtime.perf_sampling import (
+    KERNEL_IP,
     Mapping,
     PerfUnavailable,
     Samples,
@@ -336,6 +338,24 @@ def test_work_between_calls_is_async_work_but_openmp_waits_are_not():
     assert found.startswith("async_work: ") and f"own {BETWEEN_SAMPLES}" in found
 
 
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_kernel_time_between_calls_is_work_on_the_cpu(device):
+    """A thread spinning on the clock between calls is mostly in the vDSO and the kernel."""
+    pid = 4242
+    maps = {pid: {Mapping(1000, 2000, 0, "[vdso]")}}
+    windows = [(100, 200), (10_000, 10_100)]
+    rows = [(KERNEL_IP, pid, pid, 300 + k) for k in range(BETWEEN_SAMPLES // 2)]
+    rows += [(1500, pid, pid, 600 + k) for k in range(BETWEEN_SAMPLES // 2)]
+    got = Attributor().attribute(Samples(rows, 0, maps), windows, since=100)
+    assert got.between == {"kernel": BETWEEN_SAMPLES // 2, "runtime": BETWEEN_SAMPLES // 2}
+    found = assess(got, device)
+    if device == "cpu":
+        (violation,) = found
+        assert violation.startswith("async_work: ") and "kernel" in violation
+    else:  # (a GPU runner polls for its next call in the CUDA libraries)
+        assert found == []
+
 def test_only_modules_named_as_built_extensions_are_the_solutions(tmp_path):
     ext = tmp_path / "extensions" / "my_ext"
     ext.mkdir(parents=True)
@@ -541,6 +561,42 @@ def test_tree_cpu_counts_kernel_time_and_reaped_children():
         parent.wait()
 
 
+@contextlib.contextmanager
+def watched_child(script: str, attributor, *args: str, per_cpu: bool = False):
+    """A Python child running `script` (it prints "ready", then "done" after each command
+    line) and a CpuWatch on it: (child, watch); skips where the kernel refuses sampling (or
+    samples per thread where `per_cpu`)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        try:
+            watch = CpuWatch(child.pid, attributor)
+        except PerfUnavailable as exc:
+            pytest.skip(f"this kernel does not let us sample: {exc}")
+        try:
+            if per_cpu and watch.sampling != "per-cpu":
+                pytest.skip(f"sampled {watch.sampling}")
+            yield child, watch
+        finally:
+            watch.close()
+    finally:
+        child.stdin.close()
+        child.kill()
+        child.wait(10)
+
+
+def tell(child: subprocess.Popen, command: str = "go") -> None:
+    """Send the child one command line and wait for its "done"."""
+    child.stdin.write(command + "\n")
+    child.stdin.flush()
+    assert child.stdout.readline().strip() == "done"
+
+
 # Loads the solution's library and, on command, flips a byte of its code through /proc/self/mem
 # and puts it back: a library's code copied over its own functions only while a call runs.
 SELF_PATCHING_CHILD = """
@@ -566,45 +622,22 @@ def test_own_code_changed_in_memory_during_a_call_is_foreign(tmp_path, patch):
     src.write_text("int twice(int x) { return 2 * x; }\n")
     lib = tmp_path / "ext.so"
     subprocess.run(["cc", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
-    child = subprocess.Popen(
-        [sys.executable, "-c", SELF_PATCHING_CHILD, str(lib)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
+    who = Attributor(
+        own_hashes=frozenset({hashlib.sha256(lib.read_bytes()).hexdigest()}),
+        writable=(str(tmp_path),),
     )
-
-    def tell(command: str) -> None:
-        child.stdin.write(command + "\n")
-        child.stdin.flush()
-        assert child.stdout.readline().strip() == "done"
-
-    try:
-        assert child.stdout.readline().strip() == "ready"
-        who = Attributor(
-            own_hashes=frozenset({hashlib.sha256(lib.read_bytes()).hexdigest()}),
-            writable=(str(tmp_path),),
-        )
-        try:
-            watch = CpuWatch(child.pid, who)
-        except PerfUnavailable as exc:
-            pytest.skip(f"this kernel does not let us sample: {exc}")
-        try:
-            watch.loaded()
-            if not watch.code_checks:
-                pytest.skip("this process may not read the child's memory")
-            with watch.window():  # an untimed call: the code is compared all through it
-                tell("patch" if patch else "nothing")
-                time.sleep(0.05)
-                tell("restore")
-            found = [v for v in watch.check() if "changed in memory" in v]
-        finally:
-            watch.close()
-        assert bool(found) is patch
-        if patch:
-            assert found[0].startswith("foreign_kernels:") and "ext.so" in found[0]
-    finally:
-        child.stdin.close()
-        child.wait(10)
+    with watched_child(SELF_PATCHING_CHILD, who, str(lib)) as (child, watch):
+        watch.loaded()
+        if not watch.code_checks:
+            pytest.skip("this process may not read the child's memory")
+        with watch.window():  # an untimed call: the code is compared all through it
+            tell(child, "patch" if patch else "nothing")
+            time.sleep(0.05)
+            tell(child, "restore")
+        found = [v for v in watch.check() if "changed in memory" in v]
+    assert bool(found) is patch
+    if patch:
+        assert found[0].startswith("foreign_kernels:") and "ext.so" in found[0]
 
 
 # Computes in short-lived threads (each far under one sampling period of CPU time) on command.
@@ -630,33 +663,13 @@ def test_the_watch_samples_the_solutions_runner_per_cpu_unless_told(monkeypatch,
     from cuda_gym.judge.config import CPU_SAMPLING_ENV
 
     monkeypatch.setenv(CPU_SAMPLING_ENV, mode)
-    child = subprocess.Popen(
-        [sys.executable, "-c", SHORT_THREADS_CHILD],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout.readline().strip() == "ready"
-        try:
-            watch = CpuWatch(child.pid, Attributor(writable=("/nonexistent-scratch",)))
-        except PerfUnavailable as exc:
-            pytest.skip(f"this kernel does not let us sample: {exc}")
-        try:
-            if mode == "per-cpu" and watch.sampling != "per-cpu":
-                pytest.skip(f"sampled {watch.sampling}")
-            watch.loaded()
-            for _ in range(2):
-                with watch.window():
-                    child.stdin.write("go\n")
-                    child.stdin.flush()
-                    assert child.stdout.readline().strip() == "done"
-            found = watch.check()
-        finally:
-            watch.close()
-    finally:
-        child.stdin.close()
-        child.wait(10)
+    who = Attributor(writable=("/nonexistent-scratch",))
+    with watched_child(SHORT_THREADS_CHILD, who, per_cpu=mode == "per-cpu") as (child, watch):
+        watch.loaded()
+        for _ in range(2):
+            with watch.window():
+                tell(child)
+        found = watch.check()
     assert watch.sampling == mode
     assert watch.sampler.keep
     seen = watch.total.total + watch.total.counts["idle"]
@@ -683,31 +696,13 @@ def test_the_sampling_mode_setting_is_checked(monkeypatch):
 def test_a_trusted_librarys_code_written_in_memory_is_foreign():
     from tests.runtime.test_process_memory import WRITES_LIBM
 
-    child = subprocess.Popen(
-        [sys.executable, "-c", WRITES_LIBM],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout.readline().strip() == "ready"
-        try:
-            watch = CpuWatch(child.pid, Attributor(writable=("/nonexistent-scratch",)))
-        except PerfUnavailable as exc:
-            pytest.skip(f"this kernel does not let us sample: {exc}")
-        try:
-            watch.loaded()
-            assert watch.check() == []
-            with watch.window():
-                child.stdin.write("write\n")
-                child.stdin.flush()
-                assert child.stdout.readline().strip() == "done"
-            found = [v for v in watch.check() if "written in memory" in v]
-        finally:
-            watch.close()
-    finally:
-        child.kill()
-        child.wait()
+    who = Attributor(writable=("/nonexistent-scratch",))
+    with watched_child(WRITES_LIBM, who) as (child, watch):
+        watch.loaded()
+        assert watch.check() == []
+        with watch.window():
+            tell(child, "write")
+        found = [v for v in watch.check() if "written in memory" in v]
     (violation,) = found
     assert violation.startswith("foreign_kernels: ") and "libm" in violation
 
@@ -719,42 +714,22 @@ def test_per_cpu_samples_lost_in_rings_the_runner_filled_are_unseen(monkeypatch,
     from cuda_gym.judge.config import CPU_SAMPLING_ENV
 
     monkeypatch.setenv(CPU_SAMPLING_ENV, "per-cpu")
-    child = subprocess.Popen(
-        [sys.executable, "-c", SHORT_THREADS_CHILD],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout.readline().strip() == "ready"
-        try:
-            watch = CpuWatch(child.pid, Attributor(writable=("/nonexistent-scratch",)))
-        except PerfUnavailable as exc:
-            pytest.skip(f"this kernel does not let us sample: {exc}")
-        try:
-            if watch.sampling != "per-cpu":
-                pytest.skip(f"sampled {watch.sampling}")
-            collect = watch.sampler.collect
+    who = Attributor(writable=("/nonexistent-scratch",))
+    with watched_child(SHORT_THREADS_CHILD, who, per_cpu=True) as (child, watch):
+        collect = watch.sampler.collect
 
-            def flooded():  # every sample of the runner lost, as if its ring had been full
-                got = collect()
-                lost = got.lost + len(got.rows)
-                others = lost if filled_by == "others" else 0
-                return Samples([], lost, got.maps, lost_to_others=others)
+        def flooded():  # every sample of the runner lost, as if its ring had been full
+            got = collect()
+            lost = got.lost + len(got.rows)
+            others = lost if filled_by == "others" else 0
+            return Samples([], lost, got.maps, lost_to_others=others)
 
-            monkeypatch.setattr(watch.sampler, "collect", flooded)
-            watch.loaded()
-            for _ in range(2):  # (over the floor of unseen time per CPU)
-                with watch.window():
-                    child.stdin.write("go\n")
-                    child.stdin.flush()
-                    assert child.stdout.readline().strip() == "done"
-            found = watch.check()
-        finally:
-            watch.close()
-    finally:
-        child.stdin.close()
-        child.wait(10)
+        monkeypatch.setattr(watch.sampler, "collect", flooded)
+        watch.loaded()
+        for _ in range(5):  # (over the floor of unseen time per CPU: ~0.2 s a call)
+            with watch.window():
+                tell(child)
+        found = watch.check()
     assert watch.total.lost > 50
     if filled_by == "others":
         assert not any("saw none of it" in v for v in found)
