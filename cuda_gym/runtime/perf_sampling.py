@@ -238,6 +238,7 @@ def tree_cpu_s(pid: int) -> float:
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
+
 class Threads:
     """Which threads belong to a process tree, when: followed through fork and exit records.
 
@@ -563,13 +564,13 @@ class PerfSampler:
         tail = struct.unpack_from("Q", ring, 1032)[0]
         if head == tail:
             return 0
-        offset, size = struct.unpack_from("QQ", ring, 1040)
-        if size == 0:  # kernels before 4.1 leave these empty
-            offset, size = _PAGE, len(ring) - _PAGE
-        data = ring[offset : offset + size]
+        data_offset, data_size = struct.unpack_from("QQ", ring, 1040)
+        if data_size == 0:  # kernels before 4.1 leave these empty
+            data_offset, data_size = _PAGE, len(ring) - _PAGE
+        data = ring[data_offset : data_offset + data_size]
         lost = 0
         while tail < head:
-            start = tail % size
+            start = tail % data_size
             record = data[start : start + 8]
             if len(record) < 8:
                 record += data[: 8 - len(record)]
@@ -588,11 +589,11 @@ class PerfSampler:
                 pid, _, tid, ptid, at = struct.unpack_from("IIIIQ", body, 8)
                 tasks.append((at, kind, pid, tid, ptid))
             elif kind == _RECORD_MMAP2 and length >= 80 and mappings is not None:
-                pid, tid, start, size, offset = struct.unpack_from("IIQQQ", body, 8)
+                pid, tid, address, span, file_offset = struct.unpack_from("IIQQQ", body, 8)
                 name = body[72 : length - 16].split(b"\0", 1)[0].decode(errors="replace")
                 at = struct.unpack_from("Q", body, length - 8)[0]  # (sample_id: pid tid time)
                 path = "" if name == "//anon" else name
-                mappings.append((at, pid, tid, Mapping(start, start + size, offset, path)))
+                mappings.append((at, pid, tid, Mapping(address, address + span, file_offset, path)))
             elif kind == _RECORD_LOST and length >= 24:
                 lost += struct.unpack_from("Q", body, 16)[0]
             tail += length

@@ -338,7 +338,6 @@ def test_work_between_calls_is_async_work_but_openmp_waits_are_not():
     assert found.startswith("async_work: ") and f"own {BETWEEN_SAMPLES}" in found
 
 
-
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_kernel_time_between_calls_is_work_on_the_cpu(device):
     """A thread spinning on the clock between calls is mostly in the vDSO and the kernel."""
@@ -355,6 +354,7 @@ def test_kernel_time_between_calls_is_work_on_the_cpu(device):
         assert violation.startswith("async_work: ") and "kernel" in violation
     else:  # (a GPU runner polls for its next call in the CUDA libraries)
         assert found == []
+
 
 def test_only_modules_named_as_built_extensions_are_the_solutions(tmp_path):
     ext = tmp_path / "extensions" / "my_ext"
