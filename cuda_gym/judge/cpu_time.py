@@ -804,7 +804,7 @@ class CpuWatch:
             return []
         self.total.add(self.attributor.attribute(samples, self._windows, self._since))
         if self._accounts and self.sampling == "per-cpu":
-            self.code_remapped |= remapped_code(samples.maps)
+            self.code_remapped |= remapped_code(samples.images)
             self._accounted += _inside(samples.rows, self._accounting)
         self._windows, self._accounting = [], []
         found = assess(self.total, self.attributor.device, own_calls, self.attributor.vendor)
@@ -908,15 +908,17 @@ def _inside(rows: list, spans: list[tuple[int, int]]) -> int:
     return count
 
 
-def remapped_code(maps: dict[int, set[Mapping]]) -> set[str]:
-    """Files whose code (the same offset of the file) a process mapped at two addresses.
+def remapped_code(images: dict) -> set[str]:
+    """Files whose code (the same offset of the file) one process image mapped at two addresses.
 
-    A library is mapped once; a second mapping of its code, moved or swapped to where
-    another file's code was seen (`PerfSampler` records each mapping as it is made, but a
-    move, mremap, makes no record), would be placed as the other file's.
+    images: {(pid, execs before) or pid: its executable mappings} (`Samples.images`). A library
+    is mapped once in an image (an exec maps the C library anew, elsewhere: a new image); a
+    second mapping of its code, moved or swapped to where another file's code was seen
+    (`PerfSampler` records each mapping as it is made, but a move, mremap, makes no record),
+    would be placed as the other file's.
     """
     found = set()
-    for mappings in maps.values():
+    for mappings in images.values():
         starts: dict[tuple[str, int], set[int]] = {}
         for m in mappings:
             if m.path.startswith("/"):

@@ -57,7 +57,8 @@ _SAMPLE_IP, _SAMPLE_TID, _SAMPLE_TIME = 1, 2, 4
 _DISABLED, _INHERIT, _EXCLUDE_KERNEL, _EXCLUDE_HV, _TASK, _USE_CLOCKID = 0, 1, 5, 6, 13, 25
 _CLOCK_MONOTONIC = 1
 _RECORD_LOST, _RECORD_EXIT, _RECORD_FORK, _RECORD_SAMPLE, _RECORD_MMAP2 = 2, 4, 7, 9, 10
-_MMAP, _SAMPLE_ID_ALL, _MMAP2 = 8, 18, 23  # perf_event_attr flag bits
+_MMAP, _COMM, _SAMPLE_ID_ALL, _MMAP2, _COMM_EXEC = 8, 9, 18, 23, 24  # perf_event_attr flag bits
+_RECORD_COMM, _MISC_COMM_EXEC = 3, 1 << 13  # a COMM record that an execve wrote
 _NEVER = 1 << 63  # the end of a thread's life that has not ended
 _EXITING_NS = 20_000_000  # how long a thread's exit may run in the kernel after its record
 _IOC_ENABLE, _IOC_DISABLE = 0x2400, 0x2401
@@ -93,6 +94,9 @@ class Samples:
     lost: int = 0
     # pid -> every executable mapping seen in it while sampling (a union over the looks)
     maps: dict[int, set[Mapping]] = field(default_factory=dict)
+    # (pid, how many execs it made while sampled) -> the executable mappings of that image
+    # (per CPU only): an exec maps the C library and the loader anew, elsewhere
+    images: dict[tuple[int, int], set[Mapping]] = field(default_factory=dict)
     # Per CPU, where rings hold everyone's records: the lost ones in proportion to the records
     # of others (not the sampled tree's) read beside them, drain by drain: a full ring that
     # others filled says nothing about the tree, one that the tree filled hid its own work.
@@ -117,9 +121,9 @@ def _attr(period_ns: int, per_cpu: bool = False, rearm: bool = False) -> ctypes.
     clock = _SW_CPU_CLOCK if per_cpu else _SW_TASK_CLOCK
     struct.pack_into("IIQQQQ", raw, 0, _TYPE_SOFTWARE, _ATTR_SIZE, clock, period_ns, sample_type, 0)
     flags = 0
-    # per CPU: the fork and exit records of every task there instead of inheritance, and its
-    # executable mappings as they are made (with their time: sample_id_all)
-    follow = (_TASK, _MMAP, _MMAP2, _SAMPLE_ID_ALL) if per_cpu else (_INHERIT,)
+    # per CPU: the fork and exit records of every task there instead of inheritance, its
+    # executable mappings as they are made and its execs (with their time: sample_id_all)
+    follow = (_TASK, _MMAP, _MMAP2, _COMM, _COMM_EXEC, _SAMPLE_ID_ALL) if per_cpu else (_INHERIT,)
     # re-armed after each tick: every tick must be seen, wherever it lands (idle CPUs too: a
     # timer left running at a short period there would tick more often than the mean says,
     # and the mean is taken over all CPUs), and wake the sampler
@@ -383,6 +387,7 @@ class PerfSampler:
         self._final_mean_ns: float | None = None  # mean_period_ns when closed
         # per CPU ring: records read at the last drain, the tree's of them
         self._records: dict[int, tuple[int, int]] = {}
+        self._execs: dict[int, int] = {}  # pid -> execs seen (its image in Samples.images)
         if per_cpu:
             targets = [(-1, cpu) for cpu in _online_cpus()]
         else:
@@ -503,19 +508,23 @@ class PerfSampler:
             maps = executable_maps(proc)
             if maps:
                 self._samples.maps.setdefault(proc, set()).update(maps)
+                image = (proc, self._execs.get(proc, 0))
+                self._samples.images.setdefault(image, set()).update(maps)
 
     def _drain(self) -> None:
         with self._lock:
             rows: list[tuple[int, int, int, int]] = []
             tasks: list[tuple[int, int, int, int, int]] = []
-            read = []  # per ring: (its rows, its fork and exit records, records lost)
+            read = []  # per ring: (its rows, its fork and exit records, its mappings, lost)
             mappings: list[tuple[int, int, int, Mapping]] = []
+            execs: list[tuple[int, int, int, None]] = []  # (time, pid, tid, None)
             for ring in self._rings:
-                ring_rows, ring_tasks = [], []
-                lost = self._read_ring(ring, ring_rows, ring_tasks, mappings)
-                read.append((ring_rows, ring_tasks, lost))
+                ring_rows, ring_tasks, ring_maps = [], [], []
+                lost = self._read_ring(ring, ring_rows, ring_tasks, ring_maps, execs)
+                read.append((ring_rows, ring_tasks, ring_maps, lost))
                 rows += ring_rows
                 tasks += ring_tasks
+                mappings += ring_maps
             if self.threads is not None:
                 now = time.monotonic_ns()
                 rows = self.threads.take(tasks, rows)
@@ -523,10 +532,17 @@ class PerfSampler:
                 self._looked = now
                 self._put_down_lost(read)
                 # Every executable mapping a member made, as it was made: code mapped over
-                # another's for the length of a call is seen, whenever the maps are read.
-                for at, pid, tid, m in mappings:
-                    if self.threads.member(tid, at) or pid in self._pids:
-                        self._samples.maps.setdefault(pid, set()).add(m)
+                # another's for the length of a call is seen, whenever the maps are read. An
+                # exec starts a new image (the exec's record comes before the new mappings').
+                for at, pid, tid, m in sorted(mappings + execs, key=lambda r: r[0]):
+                    if not (self.threads.member(tid, at) or pid in self._pids):
+                        continue
+                    if m is None:
+                        self._execs[pid] = self._execs.get(pid, 0) + 1
+                        continue
+                    self._samples.maps.setdefault(pid, set()).add(m)
+                    image = (pid, self._execs.get(pid, 0))
+                    self._samples.images.setdefault(image, set()).add(m)
             if self.keep:
                 self._samples.rows += rows
             self._pids = process_tree(self.pid) or self._pids
@@ -535,17 +551,19 @@ class PerfSampler:
     def _put_down_lost(self, read: list) -> None:
         """Per CPU, count the records each ring lost as others' in proportion to its records.
 
-        read: per ring, the rows, fork and exit records and lost count of this drain. The kernel
-        writes a lost record once there is room again, at the drain after the one that found
-        the ring full: that drain's records count too.
+        read: per ring, the rows, fork and exit records, mapping records and lost count of this
+        drain. The kernel writes a lost record once there is room again, at the drain after the
+        one that found the ring full: that drain's records count too. (Mapping records count
+        like the rest: a tree mapping and unmapping code in a loop fills its rings with its own.)
         """
         member = self.threads.member
-        for i, (rows, tasks, lost) in enumerate(read):
+        for i, (rows, tasks, maps, lost) in enumerate(read):
             rows = [row for row in rows if row[1]]  # (an idle CPU's are nobody's)
             own = sum(1 for row in rows if member(row[2], row[3]))
             for at, kind, _, tid, ptid in tasks:  # a member's fork or exit
                 own += member(ptid if kind == _RECORD_FORK else tid, at)
-            records = len(rows) + len(tasks)
+            own += sum(1 for at, pid, tid, _ in maps if member(tid, at) or pid in self._pids)
+            records = len(rows) + len(tasks) + len(maps)
             before = self._records.get(i, (0, 0))
             self._records[i] = (records, own)
             if lost:
@@ -553,11 +571,17 @@ class PerfSampler:
                 self._samples.lost_to_others += lost * (records - own) / max(1, records)
 
     def _read_ring(
-        self, ring: mmap.mmap, rows: list, tasks: list, mappings: list | None = None
+        self,
+        ring: mmap.mmap,
+        rows: list,
+        tasks: list,
+        mappings: list | None = None,
+        execs: list | None = None,
     ) -> int:
         """Move the ring's samples to `rows` and its fork and exit records to `tasks`.
 
-        mappings: where to put its executable mappings' records (time, pid, tid, Mapping).
+        mappings: where to put its executable mappings' records (time, pid, tid, Mapping);
+        execs: its execs' (time, pid, tid, None).
         Returns how many records it lost since the last read (counted in the samples too).
         """
         head = struct.unpack_from("Q", ring, 1024)[0]
@@ -594,6 +618,10 @@ class PerfSampler:
                 at = struct.unpack_from("Q", body, length - 8)[0]  # (sample_id: pid tid time)
                 path = "" if name == "//anon" else name
                 mappings.append((at, pid, tid, Mapping(address, address + span, file_offset, path)))
+            elif kind == _RECORD_COMM and misc & _MISC_COMM_EXEC and execs is not None:
+                pid, tid = struct.unpack_from("II", body, 8)
+                at = struct.unpack_from("Q", body, length - 8)[0]  # (sample_id: pid tid time)
+                execs.append((at, pid, tid, None))
             elif kind == _RECORD_LOST and length >= 24:
                 lost += struct.unpack_from("Q", body, 16)[0]
             tail += length
@@ -606,7 +634,10 @@ class PerfSampler:
         self._drain()
         with self._lock:
             taken = self._samples
-            self._samples = Samples(maps={p: set(m) for p, m in taken.maps.items()})
+            self._samples = Samples(
+                maps={p: set(m) for p, m in taken.maps.items()},
+                images={k: set(m) for k, m in taken.images.items()},
+            )
         return taken
 
     def close(self) -> None:

@@ -771,6 +771,11 @@ def test_a_librarys_code_mapped_at_a_second_address_is_found():
     anonymous = Mapping(0x70000, 0x78000, 0, "")
     other = {7: once[7] | {anonymous}, 8: {Mapping(0x5000, 0xD000, 0x1000, lib)}}
     assert remapped_code(other) == set()
+    # an exec maps the C library anew, elsewhere: a new image of the process
+    libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+    images = {(7, 0): {Mapping(0x1000, 0x9000, 0x1000, libc)}}
+    images[(7, 1)] = {Mapping(0x30000, 0x38000, 0x1000, libc)}
+    assert remapped_code(images) == set()
 
 
 def test_openmps_name_never_hides_other_code_seen_at_the_same_address():
