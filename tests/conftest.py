@@ -27,14 +27,17 @@ def private_cache(tmp_path_factory):
     """Every build and baseline of this run goes to a fresh cache directory.
 
     Under pytest-xdist (`-n N`) the workers share one cache (the judge's cache is safe for
-    concurrent processes), so a task's probe and baselines are still made once per run; each
-    worker gets its own device gates, so tests in different workers never wait for each other.
+    concurrent processes), so a task's probe and baselines are still made once per run. Without
+    a GPU each worker gets its own device gates, so tests in different workers never wait for
+    each other; with one they share them, and with them the GPU's memory ledger (kept beside the
+    gates): four workers' judgements each sure of the whole card ran out of memory on an 80 GB
+    H100.
     """
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     path = shared / "cuda_gym_cache"
     path.mkdir(exist_ok=True)
-    gates = base / "cuda_gym_gates"
+    gates = (shared if _cuda_available() else base) / "cuda_gym_gates"
     gates.mkdir(exist_ok=True)
     saved = {name: os.environ.get(name) for name in ("CUDA_GYM_CACHE", "CUDA_GYM_GATE_DIR")}
     os.environ["CUDA_GYM_CACHE"] = str(path)
