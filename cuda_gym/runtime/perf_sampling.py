@@ -102,6 +102,11 @@ class Samples:
     # others filled says nothing about the tree, one that the tree filled hid its own work.
     lost_to_others: float = 0.0
 
+    def add_maps(self, pid: int, execs: int, mappings) -> None:
+        """Add executable mappings of `pid` seen after its `execs`-th exec (to both views)."""
+        self.maps.setdefault(pid, set()).update(mappings)
+        self.images.setdefault((pid, execs), set()).update(mappings)
+
 
 def _online_cpus() -> list[int]:
     try:
@@ -507,9 +512,7 @@ class PerfSampler:
         for proc in set(self._pids) | {row[1] for row in self._samples.rows[-64:]}:
             maps = executable_maps(proc)
             if maps:
-                self._samples.maps.setdefault(proc, set()).update(maps)
-                image = (proc, self._execs.get(proc, 0))
-                self._samples.images.setdefault(image, set()).update(maps)
+                self._samples.add_maps(proc, self._execs.get(proc, 0), maps)
 
     def _drain(self) -> None:
         with self._lock:
@@ -540,9 +543,7 @@ class PerfSampler:
                     if m is None:
                         self._execs[pid] = self._execs.get(pid, 0) + 1
                         continue
-                    self._samples.maps.setdefault(pid, set()).add(m)
-                    image = (pid, self._execs.get(pid, 0))
-                    self._samples.images.setdefault(image, set()).add(m)
+                    self._samples.add_maps(pid, self._execs.get(pid, 0), (m,))
             if self.keep:
                 self._samples.rows += rows
             self._pids = process_tree(self.pid) or self._pids
