@@ -518,16 +518,18 @@ class PerfSampler:
         with self._lock:
             rows: list[tuple[int, int, int, int]] = []
             tasks: list[tuple[int, int, int, int, int]] = []
-            read = []  # per ring: (its rows, its fork and exit records, its mappings, lost)
+            # per ring: (its rows, its fork and exit records, its mapping and COMM records, lost)
+            read = []
             mappings: list[tuple[int, int, int, Mapping]] = []
-            execs: list[tuple[int, int, int, None]] = []  # (time, pid, tid, None)
+            execs: list[tuple[int, int, int, bool]] = []  # (time, pid, tid, True)
             for ring in self._rings:
-                ring_rows, ring_tasks, ring_maps = [], [], []
-                lost = self._read_ring(ring, ring_rows, ring_tasks, ring_maps, execs)
-                read.append((ring_rows, ring_tasks, ring_maps, lost))
+                ring_rows, ring_tasks, ring_maps, ring_comms = [], [], [], []
+                lost = self._read_ring(ring, ring_rows, ring_tasks, ring_maps, ring_comms)
+                read.append((ring_rows, ring_tasks, ring_maps + ring_comms, lost))
                 rows += ring_rows
                 tasks += ring_tasks
                 mappings += ring_maps
+                execs += [comm for comm in ring_comms if comm[3]]
             if self.threads is not None:
                 now = time.monotonic_ns()
                 rows = self.threads.take(tasks, rows)
@@ -540,7 +542,7 @@ class PerfSampler:
                 for at, pid, tid, m in sorted(mappings + execs, key=lambda r: r[0]):
                     if not (self.threads.member(tid, at) or pid in self._pids):
                         continue
-                    if m is None:
+                    if not isinstance(m, Mapping):  # (an exec)
                         self._execs[pid] = self._execs.get(pid, 0) + 1
                         continue
                     self._samples.add_maps(pid, self._execs.get(pid, 0), (m,))
@@ -552,19 +554,20 @@ class PerfSampler:
     def _put_down_lost(self, read: list) -> None:
         """Per CPU, count the records each ring lost as others' in proportion to its records.
 
-        read: per ring, the rows, fork and exit records, mapping records and lost count of this
-        drain. The kernel writes a lost record once there is room again, at the drain after the
-        one that found the ring full: that drain's records count too. (Mapping records count
-        like the rest: a tree mapping and unmapping code in a loop fills its rings with its own.)
+        read: per ring, the rows, fork and exit records, mapping and COMM records and lost count
+        of this drain. The kernel writes a lost record once there is room again, at the drain
+        after the one that found the ring full: that drain's records count too. (Mapping and
+        COMM records count like the rest: a tree mapping code or renaming its threads in a loop
+        fills its rings with its own.)
         """
         member = self.threads.member
-        for i, (rows, tasks, maps, lost) in enumerate(read):
+        for i, (rows, tasks, marks, lost) in enumerate(read):
             rows = [row for row in rows if row[1]]  # (an idle CPU's are nobody's)
             own = sum(1 for row in rows if member(row[2], row[3]))
             for at, kind, _, tid, ptid in tasks:  # a member's fork or exit
                 own += member(ptid if kind == _RECORD_FORK else tid, at)
-            own += sum(1 for at, pid, tid, _ in maps if member(tid, at) or pid in self._pids)
-            records = len(rows) + len(tasks) + len(maps)
+            own += sum(1 for at, pid, tid, _ in marks if member(tid, at) or pid in self._pids)
+            records = len(rows) + len(tasks) + len(marks)
             before = self._records.get(i, (0, 0))
             self._records[i] = (records, own)
             if lost:
@@ -577,12 +580,12 @@ class PerfSampler:
         rows: list,
         tasks: list,
         mappings: list | None = None,
-        execs: list | None = None,
+        comms: list | None = None,
     ) -> int:
         """Move the ring's samples to `rows` and its fork and exit records to `tasks`.
 
         mappings: where to put its executable mappings' records (time, pid, tid, Mapping);
-        execs: its execs' (time, pid, tid, None).
+        comms: its COMM records' (time, pid, tid, whether an exec wrote it).
         Returns how many records it lost since the last read (counted in the samples too).
         """
         head = struct.unpack_from("Q", ring, 1024)[0]
@@ -619,10 +622,10 @@ class PerfSampler:
                 at = struct.unpack_from("Q", body, length - 8)[0]  # (sample_id: pid tid time)
                 path = "" if name == "//anon" else name
                 mappings.append((at, pid, tid, Mapping(address, address + span, file_offset, path)))
-            elif kind == _RECORD_COMM and misc & _MISC_COMM_EXEC and execs is not None:
+            elif kind == _RECORD_COMM and length >= 32 and comms is not None:
                 pid, tid = struct.unpack_from("II", body, 8)
                 at = struct.unpack_from("Q", body, length - 8)[0]  # (sample_id: pid tid time)
-                execs.append((at, pid, tid, None))
+                comms.append((at, pid, tid, bool(misc & _MISC_COMM_EXEC)))
             elif kind == _RECORD_LOST and length >= 24:
                 lost += struct.unpack_from("Q", body, 16)[0]
             tail += length

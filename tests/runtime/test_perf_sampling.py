@@ -384,6 +384,33 @@ def test_lost_records_of_a_ring_filled_with_the_trees_own_mappings_are_the_trees
     assert sampler._samples.lost_to_others <= 1000 * 20 / 520 + 1e-9
 
 
+def test_comm_records_are_read_and_count_as_their_writers():
+    """A ring's COMM records (a thread renamed, or an exec) are read with their writer and
+    time: a tree renaming its threads in a loop fills its rings with records of its own."""
+    page, data_size = mmap.PAGESIZE, 4 * mmap.PAGESIZE
+    ring = mmap.mmap(-1, page + data_size)
+    pid, exec_bit = os.getpid(), 1 << 13
+
+    def comm(name: bytes, at: int, misc: int = 0) -> bytes:  # (pid, tid, name, sample_id)
+        body = struct.pack("II", pid, pid) + name + struct.pack("IIQ", pid, pid, at)
+        return _record(3, body, misc)
+
+    rename, execed = comm(b"worker\0\0", 7), comm(b"python\0\0", 9, exec_bit)
+    records = rename + execed
+    ring[page : page + len(records)] = records
+    struct.pack_into("QQQQ", ring, 1024, len(records), 0, page, data_size)
+    sampler = PerfSampler.__new__(PerfSampler)  # (its parsing and bookkeeping only)
+    sampler.keep, sampler._samples = True, Samples()
+    comms = []
+    sampler._read_ring(ring, [], [], [], comms)
+    assert comms == [(7, pid, pid, False), (9, pid, pid, True)]
+    sampler.threads, sampler._records, sampler._pids = Threads(pid), {}, {pid}
+    others = [(1, 4242, 4242, 100 + k) for k in range(20)]
+    sampler._put_down_lost([(others, [], comms * 250, 0)])
+    sampler._put_down_lost([([], [], [], 1000)])
+    assert sampler._samples.lost_to_others <= 1000 * 20 / 520 + 1e-9
+
+
 def _record(kind: int, body: bytes, misc: int = 0) -> bytes:
     """A perf record: its header (type, misc, size) and `body` padded to 8 bytes."""
     body += b"\0" * (-len(body) % 8)
