@@ -43,6 +43,7 @@ from cuda_gym.judge import pch, plain_build
 from cuda_gym.judge.assembler_guard import guarded_env
 from cuda_gym.judge.baselines import integrity_key, seal, unseal
 from cuda_gym.judge.config import JudgeConfig
+from cuda_gym.judge.runner import binding_text
 from cuda_gym.judge.verdict import BuildResult
 from cuda_gym.runtime import python_child_env, run_process
 
@@ -306,35 +307,44 @@ def build_kernels(kernels_dir: Path, config: JudgeConfig, arch: str | None = Non
             work_dir = slot / "build"
             src_dir.mkdir(parents=True, exist_ok=True)
             work_dir.mkdir(parents=True, exist_ok=True)
-            _sync_sources(src_dir, files)
             (slot / "manifest.json").write_text(
                 json.dumps({r: hashlib.sha256(b).hexdigest() for r, b in files.items()})
             )
-            if (work_dir / "build.ninja").is_file() and _ninja() is not None:
-                # This slot built the same file names with the same flags before: its
-                # build.ninja is what torch would write again, so ninja runs directly (no
-                # Python process, no torch import) and recompiles only the changed files.
-                failure, log = _run_ninja(work_dir, src_dir, config)
-            else:
-                # -I of the precompiled torch header: not part of the keys (it cannot change
-                # what is built, only how fast; see judge/pch.py).
-                pch_dir = None
-                if config.use_precompiled_header:
-                    pch_dir = pch.pch_dir(
-                        config.resolved_cache_dir,
-                        config.device,
-                        flags,
-                        arch,
-                        toolchain_id(config.device),
-                    )
-                extra = pch.include_flags(pch_dir) if pch_dir else []
-                failure, log = _run_build_worker(
-                    src_dir, work_dir, kernels_dir, compile_units, flags, arch, config, extra
+            # The precompiled torch headers: not part of the keys (they cannot change what is
+            # built, only how fast; see judge/pch.py).
+            pch_dir = None
+            if config.use_precompiled_header:
+                pch_dir = pch.pch_dir(
+                    config.resolved_cache_dir,
+                    config.device,
+                    flags,
+                    arch,
+                    toolchain_id(config.device),
                 )
-                if failure is None and pch_dir is not None and not extra:
-                    log += "\n" + pch.make_pch(
-                        pch_dir, work_dir / "build.ninja", config.build_timeout_s
-                    )
+            light = _with_prelude(files, pch_dir) if pch_dir is not None else None
+            build = functools.partial(
+                _build_in_slot,
+                src_dir,
+                work_dir,
+                kernels_dir,
+                compile_units,
+                flags,
+                arch,
+                config,
+                pch_dir,
+            )
+            failure, log = build(light or files)
+            if failure is not None and light is not None:
+                # Built with the binding prelude first: as written now, whose error is reported.
+                failure, log = build(files)
+            if (
+                failure is None
+                and pch_dir is not None
+                and not (pch.ready(pch_dir) and pch.prelude_ready(pch_dir))
+            ):
+                log += "\n" + pch.make_pch(
+                    pch_dir, work_dir / "build.ninja", config.build_timeout_s
+                )
             if failure is not None:
                 return BuildResult(
                     ok=False,
@@ -357,6 +367,53 @@ def build_kernels(kernels_dir: Path, config: JudgeConfig, arch: str | None = Non
             duration_s=time.monotonic() - start,
             sources=tuple(rel),
         )
+
+
+def _with_prelude(files: dict[str, bytes], pch_dir: Path) -> dict[str, bytes] | None:
+    """`files` with each C++ unit that includes torch headers including the prelude first.
+
+    (runner.binding_text.) None when the prelude is not made or no unit changes.
+    """
+    if not pch.prelude_ready(pch_dir):
+        return None
+    headers = [d for r, d in files.items() if Path(r).suffix not in (".cpp", ".cu")]
+    if any(b"torch/extension.h" in data for data in headers):
+        return None  # included again after the prelude, it would be parsed in full
+    out, changed = dict(files), False
+    for rel, data in files.items():
+        if Path(rel).suffix != ".cpp":
+            continue
+        try:
+            light = binding_text(data.decode(), str(pch_dir / pch.PRELUDE))
+        except UnicodeDecodeError:
+            light = None
+        if light is not None:
+            out[rel], changed = light.encode(), True
+    return out if changed else None
+
+
+def _build_in_slot(
+    src_dir: Path,
+    work_dir: Path,
+    kernels_dir: Path,
+    compile_units: list[Path],
+    flags: dict,
+    arch: str | None,
+    config: JudgeConfig,
+    pch_dir: Path | None,
+    sources: dict[str, bytes],
+) -> tuple[str | None, str]:
+    """Put `sources` in the slot and build it: (errors or None, compiler log)."""
+    _sync_sources(src_dir, sources)
+    if (work_dir / "build.ninja").is_file() and _ninja() is not None:
+        # This slot built the same file names with the same flags before: its build.ninja is
+        # what torch would write again, so ninja runs directly (no Python process, no torch
+        # import) and recompiles only the changed files.
+        return _run_ninja(work_dir, src_dir, config)
+    extra = pch.include_flags(pch_dir) if pch_dir else []
+    return _run_build_worker(
+        src_dir, work_dir, kernels_dir, compile_units, flags, arch, config, extra
+    )
 
 
 def _build_plain(

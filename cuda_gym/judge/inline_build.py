@@ -231,7 +231,11 @@ def build_inline(
 
 
 def _pch_dirs(config: JudgeConfig) -> dict[str, str]:
-    """{variant: directory} of the load_inline precompiled headers made so far."""
+    """{variant: directory} of the load_inline precompiled headers made so far.
+
+    (A directory whose binding prelude is missing is made again when a build asks for it:
+    `_make_wanted_pch`.)
+    """
     toolchain = toolchain_id(config.device)
     dirs = {}
     for variant in pch.INLINE_VARIANTS:
@@ -251,8 +255,8 @@ def _make_wanted_pch(config: JudgeConfig, arch: str | None, present: dict, wante
         return
     toolchain = toolchain_id(config.device)
     for variant in pch.INLINE_VARIANTS:
-        if variant in wanted and variant not in present:
-            directory = pch.inline_pch_dir(config.resolved_cache_dir, variant, toolchain)
+        directory = pch.inline_pch_dir(config.resolved_cache_dir, variant, toolchain)
+        if variant in wanted and (variant not in present or not pch.prelude_ready(directory)):
             log.info(pch.make_inline_pch(directory, variant, config.build_timeout_s, arch))
 
 
@@ -272,7 +276,14 @@ def _run_stage(
     env["MAX_JOBS"] = env.get("MAX_JOBS", "4")
     if config.use_precompiled_header:
         variants = {name: [cuda, list(f)] for name, (cuda, f) in pch.INLINE_VARIANTS.items()}
-        env[pch.INLINE_PCH_ENV] = json.dumps({"variants": variants, "dirs": headers})
+        preludes = {
+            name: str(Path(d) / pch.PRELUDE)
+            for name, d in headers.items()
+            if pch.prelude_ready(Path(d))
+        }
+        env[pch.INLINE_PCH_ENV] = json.dumps(
+            {"variants": variants, "dirs": headers, "preludes": preludes}
+        )
     argv = runner_command("prebuild", str(solution_dir), str(result_path))
     env = runner_env_for(env)
     if config.sandboxed:

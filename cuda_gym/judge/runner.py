@@ -905,6 +905,10 @@ def _default_build_directories(torch) -> None:
         setattr(cpp_extension, name, _with_arguments(loader, without_build_directory))
 
 
+# Extension name -> the path of the precompiled binding prelude its main.cpp may include.
+_BINDING_PRELUDES: dict[str, str] = {}
+
+
 def _precompiled_headers() -> set:
     """Let the build stage's extension builds read the judge's precompiled torch header.
 
@@ -921,6 +925,7 @@ def _precompiled_headers() -> set:
     except ValueError:
         return wanted
     variants, dirs = table.get("variants") or {}, table.get("dirs") or {}
+    preludes = table.get("preludes") or {}
 
     def matched(arguments: dict, inline: bool) -> str | None:
         cuda = arguments.get("with_cuda")
@@ -944,6 +949,8 @@ def _precompiled_headers() -> set:
             if name in dirs:
                 flags = list(bound.arguments.get("extra_cflags") or [])
                 bound.arguments["extra_cflags"] = [*flags, f"-I{dirs[name]}", "-Winvalid-pch"]
+            if name in preludes:
+                _BINDING_PRELUDES[str(bound.arguments.get("name"))] = preludes[name]
 
     if variants:
         cpp_extension.load = _with_arguments(
@@ -1063,12 +1070,64 @@ def lighter_sources(text: str) -> list[str]:
     return out
 
 
-def _lighter_cuda_builds(cpp_extension) -> None:
-    """Compile load_inline's cuda.cu with lighter torch headers first (`lighter_sources`).
+# The binding prelude (cuda_gym.judge.pch makes its .gch): what binding code needs of torch,
+# without torch/extension.h's C++ frontend, whose headers emit code into every file.
+BINDING_PRELUDE = """#pragma once
+// cuda_gym's binding prelude (cuda_gym/judge/pch.py): precompiled, included first.
+#include <torch/types.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/Exceptions.h>
+"""
+# What only torch/extension.h declares: sources naming these are built as written.
+_FRONTEND_NAMES = (
+    "torch::nn",
+    "torch::autograd",
+    "torch::jit",
+    "torch::optim",
+    "torch::data",
+    "torch::serialize",
+    "torch::python",
+    "torch::cuda::",
+    "torch::fft",
+    "torch::linalg",
+    "torch::special",
+    "torch::nested",
+    "torch::sparse",
+    "torch::enumtype",
+    "torch::Library",
+    "torch::NoGradGuard",
+    "torch::AutoGradMode",
+    "torch::InferenceMode",
+    "torch::manual_seed",
+    "TORCH_LIBRARY",
+    "TORCH_MODULE",
+)
+_TORCH_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"](torch|ATen|c10|pybind11)/', re.M)
 
-    Wraps torch's build step: the cuda.cu that load_inline wrote into the build directory is
-    rewritten for a build and always put back as written; when that build fails, the next
-    lighter text is built, and last the source as written (its error is the one reported).
+
+def binding_text(text: str, prelude: str | None) -> str | None:
+    """A C++ source rewritten to include the binding prelude first, or None to build it as is.
+
+    `prelude`: the prelude's path (its .gch beside it), or None for its headers as text. The
+    source's includes of torch/extension.h go (the prelude stands in for them; their lines stay,
+    empty) and `#line 1` keeps the compiler's line numbers the source's. None when the source
+    names the C++ frontend (`_FRONTEND_NAMES`) or includes no torch header.
+    """
+    if any(name in text for name in _FRONTEND_NAMES) or not _TORCH_INCLUDE.search(text):
+        return None
+    first = f'#include "{prelude}"\n' if prelude else BINDING_PRELUDE.split("\n", 2)[2]
+    return first + "#line 1\n" + _FULL_HEADER.sub("", text)
+
+
+def _lighter_cuda_builds(cpp_extension) -> None:
+    """Build load_inline's files with lighter headers first, then as written.
+
+    cuda.cu: the texts of `lighter_sources`; main.cpp: `binding_text`, with the judge's
+    precompiled prelude where a variant's is ready (`_BINDING_PRELUDES`). Wraps torch's build
+    step: the files load_inline wrote into the build directory are rewritten for a build and
+    always put back as written. After a failed build, each file whose object was not made moves
+    to its next text (a file that compiled keeps its text, so ninja does not compile it again);
+    last, the files that never compiled are built as written, whose error is the one reported.
     The library's name does not change, so the runner imports it as built.
     """
     import inspect
@@ -1076,40 +1135,86 @@ def _lighter_cuda_builds(cpp_extension) -> None:
     build = cpp_extension._write_ninja_file_and_build_library
     signature = inspect.signature(build)
 
+    def texts_of(path: str, directory: str, name: str, text: str) -> list[str]:
+        if path == os.path.join(directory, "cuda.cu"):
+            return lighter_sources(text)
+        if path == os.path.join(directory, "main.cpp"):
+            light = binding_text(text, _BINDING_PRELUDES.get(name))
+            return [light] if light else []
+        return []
+
     def lighter_first(*args, **kwargs):
         try:
             bound = signature.bind(*args, **kwargs)
             directory = os.path.realpath(bound.arguments["build_directory"])
-            written = {}
+            name = str(bound.arguments.get("name"))
+            tries, written = {}, {}
             for path in bound.arguments["sources"]:
                 path = os.path.realpath(path)
-                if path != os.path.join(directory, "cuda.cu"):
+                if os.path.dirname(path) != directory:
                     continue
-                with open(path) as handle:
-                    text = handle.read()
-                if lighter_sources(text):
-                    written[path] = text
-        except (TypeError, KeyError, OSError, UnicodeDecodeError):
-            written = {}
-        if not written:
+                try:
+                    with open(path) as handle:
+                        text = handle.read()
+                except (OSError, UnicodeDecodeError):
+                    continue
+                texts = texts_of(path, directory, name, text)
+                if texts:
+                    tries[path], written[path] = texts, text
+        except (TypeError, KeyError):
+            tries = {}
+        if not tries:
             return build(*args, **kwargs)
-        tries = {path: lighter_sources(text) for path, text in written.items()}
+        at, compiled = dict.fromkeys(tries, 0), set()
         try:
-            for k in range(max(len(t) for t in tries.values())):
+            while True:
                 for path, texts in tries.items():
-                    with open(path, "w") as handle:
-                        handle.write(texts[min(k, len(texts) - 1)])
+                    _write_if_changed(path, texts[at[path]])
+                started = time.time()
                 try:
                     return build(*args, **kwargs)
-                except Exception:  # the next text; as written last, whose error is reported
+                except Exception:  # the next texts; as written last, whose error is reported
                     pass
+                moved = False
+                for path, texts in tries.items():
+                    if _object_since(path, started) or path in compiled:
+                        compiled.add(path)
+                    elif at[path] + 1 < len(texts):
+                        at[path] += 1
+                        moved = True
+                if not moved:
+                    break
+            # Last, what failed as written (its error is reported); what compiled stays.
+            for path, text in written.items():
+                _write_if_changed(path, tries[path][at[path]] if path in compiled else text)
+            return build(*args, **kwargs)
         finally:
             for path, text in written.items():
-                with open(path, "w") as handle:
-                    handle.write(text)
-        return build(*args, **kwargs)
+                _write_if_changed(path, text)
 
     cpp_extension._write_ninja_file_and_build_library = lighter_first
+
+
+def _write_if_changed(path: str, text: str) -> None:
+    """Write `text` unless the file holds it (ninja rebuilds what is touched)."""
+    try:
+        with open(path) as handle:
+            if handle.read() == text:
+                return
+    except (OSError, UnicodeDecodeError):
+        pass
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
+def _object_since(source: str, started: float) -> bool:
+    """Whether the object torch's build makes of `source` was written after `started`."""
+    stem, suffix = os.path.splitext(source)
+    obj = f"{stem}.cuda.o" if suffix == ".cu" else f"{stem}.o"
+    try:
+        return os.path.getmtime(obj) >= started
+    except OSError:
+        return False
 
 
 def _guard_extension_builds(torch, allow_compile: bool) -> None:

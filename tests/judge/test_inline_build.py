@@ -21,6 +21,7 @@ from cuda_gym.judge.runner import (
     _default_build_directories,
     _guard_extension_builds,
     _precompiled_headers,
+    binding_text,
 )
 from tests.conftest import TEST_JUDGE
 
@@ -234,13 +235,23 @@ def test_a_load_inline_build_after_the_first_reads_the_precompiled_header(tmp_pa
     command = pch.compile_command(text, tmp_path / "check.gch")
     cflags = command[1 : command.index("-x")]
     main = next(ninja.parent.glob("main.cpp"))
-    check = subprocess.run(
-        [command[0], *cflags, "-Winvalid-pch", "-fsyntax-only", str(main)],
-        capture_output=True,
-        text=True,
-    )
-    assert check.returncode == 0, check.stderr[-2000:]
-    assert "not used because" not in check.stderr and "invalid" not in check.stderr.lower()
+
+    def takes_the_gch(source):
+        check = subprocess.run(
+            [command[0], *cflags, "-Winvalid-pch", "-fsyntax-only", str(source)],
+            capture_output=True,
+            text=True,
+        )
+        assert check.returncode == 0, check.stderr[-2000:]
+        assert "not used because" not in check.stderr and "invalid" not in check.stderr.lower()
+
+    takes_the_gch(main)
+    # Beside it, the binding prelude, which the second build's main.cpp tried first: GCC takes
+    # its .gch with the same flags.
+    assert pch.prelude_ready(directory)
+    light = tmp_path / "light.cpp"
+    light.write_text(binding_text(main.read_text(), str(directory / pch.PRELUDE)))
+    takes_the_gch(light)
 
 
 def test_builds_inside_functions_leave_the_runner_free_to_compile():

@@ -39,6 +39,9 @@ class FakeTorchBuild:
         with_sycl,
         is_standalone=False,
     ):
+        self.compile(name, sources)
+
+    def compile(self, name, sources):
         cuda = [s for s in sources if s.endswith(".cu")]
         self.seen.append(open(cuda[0]).read() if cuda else "")
         if len(self.seen) <= self.fail:

@@ -1,6 +1,8 @@
 """The precompiled torch header: made once from a build's own flags, used by later cold builds."""
 
 import importlib.util
+import subprocess
+import sys
 
 import pytest
 
@@ -103,12 +105,32 @@ def test_a_cold_build_after_the_first_uses_the_precompiled_header(tmp_path):
     cold = build_kernels(other, config)
     assert cold.ok, cold.errors
     assert "not used because" not in cold.log  # -Winvalid-pch: GCC took the .gch
+    import torch
+
+    x = torch.arange(4, dtype=torch.float32)
+    assert torch.equal(load(cold.module_dir).scaled(x), x * 3)
     ninja = next((tmp_path / "cache" / "incremental").glob("*/slot*/build/build.ninja"))
     texts = [
         p.read_text() for p in (tmp_path / "cache" / "incremental").glob("*/*/build/build.ninja")
     ]
     assert sum(f"-I{gch[0].parent.parent}" in t for t in texts) == 1, ninja
-    import torch
-
-    x = torch.arange(4, dtype=torch.float32)
-    assert torch.equal(load(cold.module_dir).scaled(x), x * 3)
+    # Beside the .gch, the binding prelude's. That build kept its binding as written: its own
+    # header includes torch/extension.h, which after the prelude would be parsed in full.
+    prelude = gch[0].parent.parent / pch.PRELUDE
+    assert pch.prelude_ready(prelude.parent.parent)
+    (src,) = (tmp_path / "cache" / "incremental").glob("*/slot*/src/b2.cpp")
+    assert src.read_text() == binding.read_text()
+    # Without such a header, the binding includes the prelude first; GCC takes its .gch.
+    third = workspace(tmp_path / "third", "k3", "b3", "4.0f")
+    light = build_kernels(third, config)
+    assert light.ok, light.errors
+    assert "not used because" not in light.log
+    (src,) = (tmp_path / "cache" / "incremental").glob("*/slot*/src/b3.cpp")
+    assert src.read_text().startswith(f'#include "{prelude}"\n#line 1\n')
+    # (Another process: one process cannot load two modules named kernels_ext.)
+    check = (
+        "import sys, torch; sys.path.insert(0, sys.argv[1]); import kernels_ext;"
+        "x = torch.arange(4.0); assert torch.equal(kernels_ext.scaled(x), x * 4)"
+    )
+    done = subprocess.run([sys.executable, "-c", check, light.module_dir], capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
