@@ -905,8 +905,9 @@ def _default_build_directories(torch) -> None:
         setattr(cpp_extension, name, _with_arguments(loader, without_build_directory))
 
 
-# Extension name -> the path of the precompiled binding prelude its main.cpp may include.
-_BINDING_PRELUDES: dict[str, str] = {}
+# Directory of a precompiled torch/extension.h (given to a build as -I DIR) -> the path of the
+# precompiled binding prelude beside it, or None where that is not made yet.
+_BINDING_PRELUDES: dict[str, str | None] = {}
 
 
 def _precompiled_headers() -> set:
@@ -926,6 +927,7 @@ def _precompiled_headers() -> set:
         return wanted
     variants, dirs = table.get("variants") or {}, table.get("dirs") or {}
     preludes = table.get("preludes") or {}
+    _BINDING_PRELUDES.update({d: preludes.get(name) for name, d in dirs.items()})
 
     def matched(arguments: dict, inline: bool) -> str | None:
         cuda = arguments.get("with_cuda")
@@ -949,8 +951,6 @@ def _precompiled_headers() -> set:
             if name in dirs:
                 flags = list(bound.arguments.get("extra_cflags") or [])
                 bound.arguments["extra_cflags"] = [*flags, f"-I{dirs[name]}", "-Winvalid-pch"]
-            if name in preludes:
-                _BINDING_PRELUDES[str(bound.arguments.get("name"))] = preludes[name]
 
     if variants:
         cpp_extension.load = _with_arguments(
@@ -1123,31 +1123,37 @@ def _lighter_cuda_builds(cpp_extension) -> None:
     """Build load_inline's files with lighter headers first, then as written.
 
     cuda.cu: the texts of `lighter_sources`; main.cpp: `binding_text`, with the judge's
-    precompiled prelude where a variant's is ready (`_BINDING_PRELUDES`). Wraps torch's build
-    step: the files load_inline wrote into the build directory are rewritten for a build and
-    always put back as written. After a failed build, each file whose object was not made moves
-    to its next text (a file that compiled keeps its text, so ninja does not compile it again);
-    last, the files that never compiled are built as written, whose error is the one reported.
-    The library's name does not change, so the runner imports it as built.
+    precompiled prelude where the build reads a variant's headers (`_BINDING_PRELUDES`).
+    Wraps torch's build step: the files load_inline wrote into the build directory are
+    rewritten for a build and always put back as written. After a failed build, each file
+    whose object was not made moves to its next text (a file that compiled keeps its text, so
+    ninja does not compile it again); last, the files that never compiled are built as
+    written, whose error is the one reported. The library's name does not change, so the
+    runner imports it as built.
     """
     import inspect
 
     build = cpp_extension._write_ninja_file_and_build_library
     signature = inspect.signature(build)
 
-    def texts_of(path: str, directory: str, name: str, text: str) -> list[str]:
+    def texts_of(path: str, directory: str, flags: list, text: str) -> list[str]:
         if path == os.path.join(directory, "cuda.cu"):
             return lighter_sources(text)
-        if path == os.path.join(directory, "main.cpp"):
-            light = binding_text(text, _BINDING_PRELUDES.get(name))
-            return [light] if light else []
-        return []
+        if path != os.path.join(directory, "main.cpp"):
+            return []
+        # The prelude of the torch/extension.h .gch the build reads (-I DIR); while only that
+        # .gch is made, main.cpp as written; with none, the prelude's headers as text.
+        dirs = [f[2:] for f in flags if isinstance(f, str) and f[2:] in _BINDING_PRELUDES]
+        if dirs and not _BINDING_PRELUDES[dirs[0]]:
+            return []
+        light = binding_text(text, _BINDING_PRELUDES[dirs[0]] if dirs else None)
+        return [light] if light else []
 
     def lighter_first(*args, **kwargs):
         try:
             bound = signature.bind(*args, **kwargs)
             directory = os.path.realpath(bound.arguments["build_directory"])
-            name = str(bound.arguments.get("name"))
+            flags = list(bound.arguments.get("extra_cflags") or [])
             tries, written = {}, {}
             for path in bound.arguments["sources"]:
                 path = os.path.realpath(path)
@@ -1158,7 +1164,7 @@ def _lighter_cuda_builds(cpp_extension) -> None:
                         text = handle.read()
                 except (OSError, UnicodeDecodeError):
                     continue
-                texts = texts_of(path, directory, name, text)
+                texts = texts_of(path, directory, flags, text)
                 if texts:
                     tries[path], written[path] = texts, text
         except (TypeError, KeyError):

@@ -1,5 +1,6 @@
 """Binding code is built with the judge's light binding prelude first, as written when it fails."""
 
+import json
 import os
 
 import pytest
@@ -73,17 +74,18 @@ class FakeTorchBuild(test_light_header.FakeTorchBuild):
             raise RuntimeError(f"Error building extension '{name}' (build {len(self.seen)})")
 
 
-def _build(fake, directory, prelude=None):
+def _build(fake, directory, prelude=None, gch=None):
+    """A load_inline build; `gch`: the -I DIR of its torch/extension.h .gch (prelude beside)."""
     (directory / "main.cpp").write_text(MAIN)
     (directory / "cuda.cu").write_text(CUDA)
     runner._BINDING_PRELUDES.clear()
-    if prelude:
-        runner._BINDING_PRELUDES["ext"] = prelude
+    if prelude or gch:
+        runner._BINDING_PRELUDES[gch or "/pch/ext"] = prelude
     _lighter_cuda_builds(fake.module)
     fake.module._write_ninja_file_and_build_library(
         "ext",
         [str(directory / "main.cpp"), str(directory / "cuda.cu")],
-        [],
+        [f"-I{gch or '/pch/ext'}", "-Winvalid-pch"] if prelude or gch else [],
         [],
         [],
         [],
@@ -103,6 +105,29 @@ def test_main_cpp_is_built_with_the_precompiled_prelude_and_put_back(tmp_path):
     assert fake.seen[0]["cuda.cu"].startswith("#include <ATen/core/Tensor.h>")
     assert (tmp_path / "main.cpp").read_text() == MAIN
     assert (tmp_path / "cuda.cu").read_text() == CUDA
+
+
+def test_while_only_the_extension_gch_is_made_main_cpp_is_built_as_written(tmp_path):
+    # torch/extension.h precompiled (11.7 s on the 2-core box) beats the prelude's headers
+    # parsed (17 s): until the prelude's .gch is made beside it, main.cpp reads that one.
+    fake = FakeTorchBuild(lambda name, text: True)
+    _build(fake, tmp_path, gch="/pch/only_extension")
+    assert fake.seen[0]["main.cpp"] == MAIN
+
+
+def test_the_build_stage_maps_each_gch_directory_to_its_prelude(monkeypatch):
+    table = {
+        "variants": {"cuda": [True, []], "cuda-O3": [True, ["-O3"]]},
+        "dirs": {"cuda": "/pch/a", "cuda-O3": "/pch/b"},
+        "preludes": {"cuda": "/pch/a/cuda_gym/binding_prelude.h"},
+    }
+    monkeypatch.setenv(pch.INLINE_PCH_ENV, json.dumps(table))
+    runner._BINDING_PRELUDES.clear()
+    runner._precompiled_headers()
+    assert runner._BINDING_PRELUDES == {
+        "/pch/a": "/pch/a/cuda_gym/binding_prelude.h",
+        "/pch/b": None,
+    }
 
 
 def test_a_file_that_compiled_keeps_its_text_while_the_other_tries_the_next(tmp_path):
