@@ -68,13 +68,17 @@ def test_a_candidate_cannot_stall_the_round_trip_subtracted_from_its_time(tmp_pa
     # calls is async_work before any timing)
     judge = Judge(JudgeConfig(device="cpu", baselines=("eager",), cpu_census_s=0))
     verdict = judge.evaluate(builtin_task(case.task).for_device("cpu"), root)
+    # Whether the thread's stall between calls lasts the samples that make it async_work
+    # depends on the machine's load (CI saw both): then the solution is rejected before any
+    # timing, which leaves the stall nothing to buy either. The exploit suite's run, with
+    # census calls, pins async_work; here the round trip, when timed, is the point.
+    kinds = {v.split(":")[0] for v in verdict.violations}
+    assert kinds <= {"async_work"}, verdict.violations
+    if kinds:
+        assert verdict.verdict == "reject" and verdict.reward < 0
+        return
     assert verdict.checks["timing_recheck"] is True, verdict.error
     assert verdict.flags["candidate_timing"]["round_trip_ms"] < 2.0
-    # Whether the stall between the last correctness call and the first timed one lasts the
-    # 100 ms of samples that make it async_work depends on the machine's load (it failed CI
-    # once): the round trip is this test's point; the exploit suite's run, with census calls,
-    # pins async_work.
-    assert {v.split(":")[0] for v in verdict.violations} <= {"async_work"}, verdict.violations
 
 
 EARLY_DONE_FORWARD = """

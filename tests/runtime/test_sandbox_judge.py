@@ -127,7 +127,10 @@ def test_a_daemon_dies_and_nothing_outside_scratch_changes(tmp_path: Path, forke
         for path in other_ws.iterdir():
             path.unlink()
         other_ws.rmdir()
-    assert verdict.correct, verdict.error  # the honest kernel, unharmed by its own attack
+    # The honest kernel, unharmed by its own attack: correct, unless the daemon's work between
+    # forward's calls (a shell writing files) was sampled enough to be async_work (load).
+    kinds = {v.split(":")[0] for v in verdict.violations}
+    assert verdict.correct or kinds == {"async_work"}, verdict.error
     assert "unsandboxed" not in verdict.flags
     assert alive == []
     assert planted == []
