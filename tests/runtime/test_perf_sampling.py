@@ -37,6 +37,16 @@ late.join()
 """
 
 
+# Spins until it has used 0.8 s of CPU time, however loaded the machine.
+CPU_TIME_CHILD = """
+import sys, time
+sys.stdout.write("ready\\n"); sys.stdout.flush()
+sys.stdin.readline()
+while time.process_time() < 0.8:
+    sum(range(1000))
+"""
+
+
 def _sampler(pid: int) -> PerfSampler:
     try:
         return PerfSampler(pid, period_ns=500_000)
@@ -45,10 +55,10 @@ def _sampler(pid: int) -> PerfSampler:
 
 
 @contextlib.contextmanager
-def _spinning_child():
-    """The CHILD process, started and waiting for "go"."""
+def _spinning_child(code: str = CHILD):
+    """The CHILD process (or `code`'s), started and waiting for "go"."""
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     try:
         assert child.stdout.readline() == "ready\n"
@@ -461,7 +471,7 @@ def test_per_cpu_rings_read_beside_many_new_mappings_keep_every_sample():
         while not stop.is_set():
             subprocess.run([sys.executable, "-S", "-c", "import json, decimal"], check=False)
 
-    with _spinning_child() as child:
+    with _spinning_child(CPU_TIME_CHILD) as child:
         # (small rings, read round many times while the child spins)
         with _per_cpu_sampler(child.pid, rearm=True, buffer_bytes=160 << 10) as sampler:
             starter = threading.Thread(target=start_programs)
@@ -469,7 +479,7 @@ def test_per_cpu_rings_read_beside_many_new_mappings_keep_every_sample():
             try:
                 child.stdin.write("go\n")
                 child.stdin.flush()
-                _, _, usage = os.wait4(child.pid, 0)  # (its CPU time: two threads, 1.2 s)
+                _, _, usage = os.wait4(child.pid, 0)  # (its CPU time: 0.8 s and start-up)
                 spent_s = usage.ru_utime + usage.ru_stime
                 got = sampler.collect()
                 mean_s = sampler.mean_period_ns() / 1e9
