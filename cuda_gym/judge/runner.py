@@ -1190,7 +1190,10 @@ def _lighter_cuda_builds(cpp_extension) -> None:
                         moved = True
                 if not moved:
                     break
-            # Last, what failed as written (its error is reported); what compiled stays.
+            # Last, what failed as written (its error is reported); what compiled stays, unless
+            # everything did (the link failed): then all as written.
+            if compiled == set(tries):
+                compiled = set()
             for path, text in written.items():
                 _write_if_changed(path, tries[path][at[path]] if path in compiled else text)
             return build(*args, **kwargs)

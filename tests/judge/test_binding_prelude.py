@@ -167,6 +167,19 @@ def test_when_the_prelude_fails_main_cpp_is_built_as_written(tmp_path):
     assert broken.seen[-1] == {"main.cpp": MAIN, "cuda.cu": CUDA}
 
 
+def test_a_link_failure_after_every_light_file_compiled_is_reported_as_written(tmp_path):
+    class LinkFails(FakeTorchBuild):
+        def compile(self, name, sources):
+            super().compile(name, sources)
+            raise RuntimeError(f"Error building extension '{name}': undefined symbol")
+
+    fake = LinkFails(lambda name, text: True)
+    with pytest.raises(RuntimeError, match="undefined symbol"):
+        _build(fake, tmp_path, prelude="/pch/p.h")
+    assert len(fake.seen) == 2
+    assert fake.seen[-1] == {"main.cpp": MAIN, "cuda.cu": CUDA}
+
+
 def test_kernels_units_that_include_torch_get_the_prelude_once_it_is_made(tmp_path):
     files = {
         "binding.cpp": MAIN.encode(),
