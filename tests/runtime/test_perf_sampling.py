@@ -284,20 +284,22 @@ def test_rearmed_per_cpu_ticks_cannot_be_foreseen_and_the_kernel_is_sampled():
     period = 2_131_000
     fixed, fixed_mean, spun_until = _spin_then_kernel(rearm=False)
     assert fixed_mean == period
-    # at a fixed period two ticks of one CPU are never closer than the period: the next can be
+    # at a fixed period two ticks of one CPU are not closer than the period (but where a tick
+    # came late, on a loaded machine: CI saw one gap of 0.79 of it in 269): the next can be
     # foreseen from the last; the kernel is not sampled
     spin = [at for at, _ in fixed if at < spun_until]
     gaps = [b - a for a, b in zip(spin, spin[1:])]
-    assert len(gaps) > 100 and min(gaps) > 0.9 * period
+    assert len(gaps) > 100 and sum(g < 0.9 * period for g in gaps) <= 0.03 * len(gaps)
     assert all(ip != KERNEL_IP for _, ip in fixed)
 
     rows, mean_period, spun_until = _spin_then_kernel(rearm=True)
     spin = [at for at, ip in rows if at < spun_until]
     gaps = [b - a for a, b in zip(spin, spin[1:])]
     # re-armed after each tick with a period from 0.1 to 1.9 of it (uniform): a quarter of the
-    # gaps under 0.6 of the period, a quarter over 1.4
+    # gaps under 0.6 of the period, a quarter over 1.4 (when another process shares the CPU,
+    # ticks the spin misses lengthen gaps: 6.5 % short ones beside two busy loops on 2 cores)
     assert len(gaps) > 100
-    assert sum(g < 0.6 * period for g in gaps) > 0.12 * len(gaps)
+    assert sum(g < 0.6 * period for g in gaps) > 0.04 * len(gaps)
     assert sum(g > 1.4 * period for g in gaps) > 0.12 * len(gaps)
     # each sample stands for the mean interval (the wake-up's latency adds to it; a restart
     # held up lets the period drawn run on, and short ones then tick more often): the spin's
