@@ -21,9 +21,10 @@ torch's headers never read that one), so extensions of any name can use it.
 Beside each .gch of torch/extension.h the directory holds a second, lighter one: the binding
 prelude (PRELUDE: torch/types.h, torch's pybind11 header and its exception wrapper), which is
 what binding code needs. torch/extension.h also brings the whole C++ frontend, and every file
-that includes it pays for the code its headers emit even when precompiled (on a 2-core box, a
-load_inline main.cpp: 28 s parsed, 11 s with the extension.h .gch, 5.5 s with the prelude's;
-a kernels/binding.cpp at -O3: 22 s, 10 s with the prelude's). Builds try sources rewritten to
+that includes it pays for the code its headers emit even when precompiled (GCC CPU seconds on
+the H100 host, benchmarks/results/binding_prelude.json: a load_inline main.cpp 16.7 as
+written, 6.5 with the extension.h .gch, 4.0 with the prelude's; a kernels/binding.cpp at -O3
+16.8, 6.7 with the prelude's). Builds try sources rewritten to
 include the prelude first (`runner.binding_text`) and fall back to the sources as written.
 """
 
