@@ -241,6 +241,31 @@ def test_libtorch_functions_are_named_by_address():
     assert virtual_address(str(path), 4096) == 4096
 
 
+def test_one_addr2line_answers_every_batch_and_a_dead_one_is_replaced():
+    lib = torch_library_dir()
+    path = lib and Path(lib, "libtorch_cpu.so")
+    if not path or not path.is_file():
+        pytest.skip("torch's libtorch_cpu.so is not installed")
+    out = subprocess.run(["nm", "-D", "--defined-only", str(path)], capture_output=True, text=True)
+    symbols = {line.split()[-1]: int(line.split()[0], 16) for line in out.stdout.splitlines()}
+    symbolizer = Symbolizer()
+    symbolizer.BATCH = 3  # several batches in one lookup
+    wanted = {symbols["sgemm_"]: "sgemm", symbols["dgemm_"]: "dgemm"}
+    try:
+        names = symbolizer.names(str(path), {*wanted, 1, 2, 3})
+        server = symbolizer._servers[str(path)]
+        assert all(wanted[a] in names[a].lower() for a in wanted)
+        assert names[1] is names[2] is names[3] is None
+        server.proc.kill()  # the next lookup starts another
+        server.proc.wait()
+        more = symbolizer.names(str(path), {symbols["sgemm_"] + 4, 4})
+        assert more[symbols["sgemm_"] + 4].lower().startswith(("sgemm", "mkl_blas"))
+        assert symbolizer._servers[str(path)] is not server
+    finally:
+        symbolizer.close()
+    assert symbolizer._servers == {}
+
+
 def test_openmp_waits_are_apart_from_the_shares():
     who = Attributor(writable=("/nonexistent-scratch",))
     pid = os.getpid()
