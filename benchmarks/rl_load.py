@@ -51,6 +51,7 @@ from benchmarks.rl_workload import (
 from cuda_gym.cache_dir import CACHE_ENV
 from cuda_gym.judge import JudgeConfig
 from cuda_gym.judge.device import device_info, resolve_device
+from cuda_gym.runtime.fork_server import close_shared_fork_servers
 from cuda_gym.runtime.zygote import close_shared_launchers
 from cuda_gym.service import make_service
 
@@ -147,7 +148,8 @@ def program_of(pid: int, comm: str, cmdline: str) -> str:
         return "python: this process (service, judge threads)"
     if "runner.py prebuild" in cmdline:
         return "python: build stage (imports model_new.py)"
-    if "runner.py" in cmdline:
+    if "runner.py" in cmdline or "cuda_gym.runtime.fork_server" in cmdline:
+        # (a runner forked by the fork server shows the server's command line)
         return "python: runner (candidate or reference code)"
     if "cuda_gym.runtime.zygote" in cmdline or "cuda_gym.judge" in cmdline:
         return "python: judge workers (drivers, probe, baselines)"
@@ -299,8 +301,8 @@ def _processes() -> dict[int, tuple[int, str, str]]:
 def leftovers(since: float) -> dict:
     """Judge processes and /dev/shm files this process left behind.
 
-    processes: descendants of this process other than its zygote servers (a forked worker
-    shows the zygote's command line, so it is told apart by its parent), plus any process of
+    processes: descendants of this process other than its zygote and fork servers (a forked
+    worker shows its server's command line, so it is told apart by its parent), plus any process of
     ours whose working directory is one of this process's judge scratch directories (a worker
     that escaped its process group). zygotes: the warm zygote servers (kept by design until
     `close_shared_launchers`). shm: this process's /dev/shm/cuda_gym* entries (the judge names
@@ -313,7 +315,8 @@ def leftovers(since: float) -> dict:
     children: dict[int, list[int]] = {}
     for pid, (ppid, _, _) in procs.items():
         children.setdefault(ppid, []).append(pid)
-    zygotes = [p for p in children.get(me, []) if "cuda_gym.runtime.zygote" in procs[p][1]]
+    servers = ("cuda_gym.runtime.zygote", "cuda_gym.runtime.fork_server")
+    zygotes = [p for p in children.get(me, []) if any(s in procs[p][1] for s in servers)]
     stack, descendants = list(children.get(me, [])), []
     while stack:
         pid = stack.pop()
@@ -687,6 +690,7 @@ def use_cache(cache: Path) -> None:
     cache.mkdir(parents=True, exist_ok=True)
     os.environ[CACHE_ENV] = str(cache)
     close_shared_launchers()  # zygotes carry the old cache in their environment
+    close_shared_fork_servers()
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -764,6 +768,7 @@ def main(argv: list[str] | None = None) -> dict:
         summary = summarise(level, batch, judged)
         summary["leftovers"] = leftovers(since)
         close_shared_launchers()
+        close_shared_fork_servers()
         time.sleep(1.0)  # let the zygotes' process groups exit
         summary["leftovers_after_zygotes_closed"] = leftovers(since)["processes"]
         print_level(summary)

@@ -398,7 +398,12 @@ class Driver:
                 work, self.device, readable, self.req.sandbox_data_bytes, budget_s
             )
         spin_s = SPIN_S if self.device == "cuda" else 0.0
-        link = RunnerLink(work, env, budget_s, role, sandbox, spin_s)
+        link = RunnerLink(
+            work, env, budget_s, role, sandbox, spin_s, fork_server=self.req.header.fork_server
+        )
+        if link.forked:
+            self.rep.follow(link.proc.pid)  # not a child of this process: counted apart
+        self.result.runners_forked += link.forked
         return Served(
             link,
             self.device,

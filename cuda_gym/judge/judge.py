@@ -46,6 +46,7 @@ from cuda_gym.judge.static_checks import (
     string_constants,
 )
 from cuda_gym.judge.transfer import remove_stale
+from cuda_gym.judge.untrusted import runner_env_for, runner_python_flags
 from cuda_gym.judge.verdict import (
     BuildResult,
     Flag,
@@ -55,6 +56,7 @@ from cuda_gym.judge.verdict import (
     format_violation,
 )
 from cuda_gym.runtime import python_child_env, run_process
+from cuda_gym.runtime.fork_server import shared_fork_server
 from cuda_gym.runtime.process import Pause
 from cuda_gym.runtime.sandbox import GiB, check_support
 from cuda_gym.runtime.slots import build_slot, current_gpu
@@ -721,6 +723,12 @@ class Judge:
         request = {k: v for k, v in request.items() if k not in ("gate_alone", "device_bytes")}
         request["header"] = header
         base_env = python_child_env()
+        if self.config.forks_workers and role == "candidate":
+            # Runners forked from a process that imported torch (cuda_gym.runtime.fork_server).
+            server = shared_fork_server(
+                runner_env_for(base_env), runner_python_flags(), self.config.device
+            )
+            header["fork_server"] = server.address()
         # torch.compile's cache (reference baselines) lives with ours, not in TMPDIR.
         base_env.setdefault(
             "TORCHINDUCTOR_CACHE_DIR", str(self.config.resolved_cache_dir / "inductor")
@@ -980,6 +988,9 @@ def _add_worker_stages(verdict: Verdict, role: str, result: dict) -> None:
     for stage, seconds in (result.get("stage_cpu_s") or {}).items():
         if type(seconds) in (int, float) and 0 <= seconds < 1e7:
             verdict.flags.setdefault(Flag.WORKER_CPU_S, {})[f"{role}.{stage}"] = seconds
+    forked = result.get("runners_forked")
+    if type(forked) is int and forked > 0:
+        verdict.flags.setdefault(Flag.RUNNERS_FORKED, {})[role] = forked
 
 
 def _device_peak(report) -> dict | None:

@@ -112,6 +112,8 @@ class WorkerHeader:
             CUDA, with the device's whole memory reserved.
         device_bytes: On CUDA, the device memory to reserve before starting (the judges'
             MemoryLedger of cuda_gym.runtime.device_gate); None: no reservation.
+        fork_server: The address of the judge's fork server of runners
+            (cuda_gym.runtime.fork_server), or None: runners start afresh.
     """
 
     result_path: str
@@ -120,6 +122,7 @@ class WorkerHeader:
     device_gate: bool = False
     gate_alone: bool = False
     device_bytes: int | None = None
+    fork_server: str | None = None
 
 
 @dataclass(frozen=True)
@@ -330,6 +333,8 @@ class CandidateResult:
             gone, the driver found too little free memory for the judgement (`roles.
             memory_short`): others held it, so a rerun alone is worth it. Measured by the
             driver, never taken from the candidate's error text.
+        runners_forked: Runners the fork server started (cuda_gym.runtime.fork_server); the
+            others started afresh.
     """
 
     ok: bool = True
@@ -356,6 +361,7 @@ class CandidateResult:
     stage_cpu_s: dict[str, float] = field(default_factory=dict)
     cpu_time: dict[str, typing.Any] | None = None
     memory_short: bool = False
+    runners_forked: int = 0
 
 
 # -- driver <-> untrusted runner ---------------------------------------------------------------

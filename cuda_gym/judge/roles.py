@@ -35,7 +35,20 @@ class Reporter:
         self.stage_s: dict[str, float] = {}
         # Host CPU seconds by stage: this worker, its runners and compilers, live or reaped.
         self.stage_cpu_s: dict[str, float] = {}
-        self.cpu_started = tree_cpu_s(os.getpid())
+        # Runners the fork server started for this worker: not in its process tree, counted
+        # by the most CPU time each was seen with (a forked process starts at none).
+        self._followed: dict[int, float] = {}
+        self.cpu_started = self._cpu()
+
+    def follow(self, pid: int) -> None:
+        """Count the CPU time of process `pid` (and its tree) as this worker's from now on."""
+        self._followed[pid] = tree_cpu_s(pid)
+        self.cpu_started -= self._followed[pid]  # (only what it spends from now on counts)
+
+    def _cpu(self) -> float:
+        for pid, seen in self._followed.items():
+            self._followed[pid] = max(seen, tree_cpu_s(pid))
+        return tree_cpu_s(os.getpid()) + sum(self._followed.values())
 
     def enter(self, stage: str) -> None:
         """Close the current stage and enter `stage`."""
@@ -47,7 +60,7 @@ class Reporter:
         now = time.monotonic()
         self.stage_s[self.stage] = round(self.stage_s.get(self.stage, 0.0) + now - self.started, 4)
         self.started = now
-        cpu = tree_cpu_s(os.getpid())
+        cpu = self._cpu()
         spent = self.stage_cpu_s.get(self.stage, 0.0) + cpu - self.cpu_started
         self.stage_cpu_s[self.stage] = round(spent, 3)
         self.cpu_started = cpu
@@ -59,7 +72,7 @@ class Reporter:
         result.setdefault("stage_s", self.stage_s)
         result.setdefault("stage_cpu_s", self.stage_cpu_s)
         result.setdefault("device_peak", device_peak())
-        result.setdefault("cpu_s", cpu_seconds())
+        result.setdefault("cpu_s", cpu_seconds() + sum(self._followed.values()))
         tmp = self.result_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(result))
         tmp.replace(self.result_path)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from cuda_gym.errors import SandboxError
 from cuda_gym.judge.protocol import CallReply, ProtocolError, RunnerReady, decode
+from cuda_gym.runtime.fork_server import FIRST_FD, ForkedProcess, ForkRefused, fork_process
 from cuda_gym.runtime.process import die_with_parent
 from cuda_gym.runtime.sandbox import (
     SandboxSpec,
@@ -54,12 +55,45 @@ def runner_command(*args: str) -> list[str]:
     return [sys.executable, "-s", "-P", str(RUNNER_PATH), *args]
 
 
+def runner_python_flags() -> list[str]:
+    """The interpreter flags of `runner_command` (a fork server of runners starts with them)."""
+    return runner_command()[1:-1]
+
+
 def runner_env_for(env: dict[str, str]) -> dict[str, str]:
     """`env` for runner.py: none of Python's own variables (PYTHONPATH...) but the hash seed."""
     return {
         **{k: v for k, v in env.items() if not k.startswith("PYTHON")},
         "PYTHONHASHSEED": CANDIDATE_HASH_SEED,
     }
+
+
+def fork_untrusted(
+    address: str,
+    work_dir: Path,
+    env: dict[str, str],
+    sock_fd: int,
+    sandbox: SandboxSpec | None,
+    log_fd: int,
+) -> ForkedProcess:
+    """Start runner.py (serving `sock_fd`) through the fork server at `address`.
+
+    As `launch_untrusted`, from a process that has imported torch already
+    (cuda_gym.runtime.fork_server). Raises ForkRefused if the server did not start it.
+    """
+    plan = None
+    if sandbox is not None:
+        env = sandbox_env(env, sandbox)
+        plan = build_plan(sandbox, env, work_dir)
+    return fork_process(
+        address,
+        RUNNER_PATH,
+        [str(FIRST_FD)],
+        cwd=work_dir,
+        env=env,
+        fds=(sock_fd, log_fd),
+        sandbox=plan,
+    )
 
 
 class RunnerFailed(Exception):
@@ -154,6 +188,9 @@ class RunnerLink:
         spin_s: Seconds each side polls for the other's next message before it sleeps (on the
             GPU, where a timed call is a millisecond or less, a sleeping process's wake-up would
             count in it); 0: never poll.
+        fork_server: The address of a fork server of runners (cuda_gym.runtime.fork_server) to
+            start the runner from; if it does not serve, the runner starts afresh
+            (`fork_failure` says why).
     """
 
     log_fd: int | None = None  # the runner's log, open since before it started
@@ -166,6 +203,7 @@ class RunnerLink:
         role: str,
         sandbox: SandboxSpec | None,
         spin_s: float = 0.0,
+        fork_server: str | None = None,
     ) -> None:
         self.work_dir = work_dir
         self.spin_s = spin_s
@@ -180,10 +218,21 @@ class RunnerLink:
         argv = runner_command(str(theirs.fileno()))
         env = runner_env_for(env)
         self.log_fd = open_log(work_dir / "runner.log")
+        self.forked = False  # started by the fork server (runner.py's imports done before)
+        self.fork_failure: str | None = None
         try:
-            self.proc = launch_untrusted(
-                argv, work_dir, env, (theirs.fileno(),), sandbox, self.log_fd
-            )
+            if fork_server is not None:
+                try:
+                    self.proc = fork_untrusted(
+                        fork_server, work_dir, env, theirs.fileno(), sandbox, self.log_fd
+                    )
+                    self.forked = True
+                except ForkRefused as exc:
+                    self.fork_failure = str(exc)
+            if not self.forked:
+                self.proc = launch_untrusted(
+                    argv, work_dir, env, (theirs.fileno(),), sandbox, self.log_fd
+                )
         except BaseException:
             os.close(self.log_fd)
             raise

@@ -116,6 +116,8 @@ class Flag(_NamedEnum):
         WORKER_CPU_S: Host CPU seconds by worker role, its runners and compilers included (for
             a zygote's child, from its fork; what the machine's cores spent on this judgement),
             and by "role.stage".
+        RUNNERS_FORKED: Runners started by the fork server, by worker role (the rest started
+            afresh; cuda_gym.runtime.fork_server).
         SIDE_WORK: The L2 flush before the timed calls ran slower than alone: other work was on
             the GPU ({"flush_ms", "flush_excess_ms"}).
         PROFILE_MISMATCH: The profiled kernel time is far from the measured time
@@ -148,6 +150,7 @@ class Flag(_NamedEnum):
     FINISH_EXCESS_MS = "finish_excess_ms"
     DEVICE_PEAK_BYTES = "device_peak_bytes"
     WORKER_CPU_S = "worker_cpu_s"
+    RUNNERS_FORKED = "runners_forked"
     SIDE_WORK = "side_work"
     PROFILE_MISMATCH = "profile_mismatch"
     SPEED_OF_LIGHT = "speed_of_light"

@@ -79,6 +79,7 @@ AT_FDCWD = -100
 AT_RECURSIVE = 0x8000
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
 PR_SET_SECCOMP = 22
 PR_SET_SECUREBITS = 28
@@ -205,6 +206,16 @@ def _pivot_root(new_root: str, put_old: str) -> None:
 
 def _prctl(option: int, arg2: int = 0, arg3: int = 0, what: str = "prctl") -> None:
     _check(_libc.prctl(option, arg2, arg3, 0, 0), what)
+
+
+def make_dumpable() -> None:
+    """Make this confined process dumpable, as an exec after its change of user would have.
+
+    Dropping privileges leaves a process non-dumpable: its /proc files belong to root and it
+    cannot open its own /proc/self/mem. A process forked from a warm one and confined (no exec
+    follows) calls this to behave as an exec'd one does. Raises SetupError if refused.
+    """
+    _prctl(PR_SET_DUMPABLE, 1, what="make the process dumpable")
 
 
 # -- the seccomp filter ------------------------------------------------------------------------

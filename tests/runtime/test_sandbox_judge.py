@@ -132,6 +132,8 @@ def test_a_daemon_dies_and_nothing_outside_scratch_changes(tmp_path: Path, forke
     kinds = {v.split(":")[0] for v in verdict.violations}
     assert verdict.correct or kinds == {"async_work"}, verdict.error
     assert "unsandboxed" not in verdict.flags
+    # forked: the runners too, from the fork server (cuda_gym.runtime.fork_server), confined
+    assert bool(verdict.flags.get("runners_forked")) == forked
     assert alive == []
     assert planted == []
     # The judge's own cache writes (build, probe) are new files; nothing there changed.
