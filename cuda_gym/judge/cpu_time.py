@@ -167,10 +167,11 @@ PLACES = ("own", "runtime", "interpreter", "torch_compute", "foreign")  # "idle"
 _SEVERITY = {"foreign": 0, "torch_compute": 1, "interpreter": 2, "runtime": 3, "idle": 4, "own": 5}
 _APART = ("idle", "kernel")  # places outside the shares
 
-# Libraries of the C/C++ runtime, OpenMP and the dynamic loader (by file name).
+# Libraries of the C/C++ runtime, OpenMP, the dynamic loader and libffi (ctypes' calls: a
+# kernel-only workspace's binder calls its entry point through it each call), by file name.
 _RUNTIME_LIBRARY = re.compile(
     r"^(?:libc|libm|libmvec|libstdc\+\+|libgcc_s|ld-linux[\w.-]*|ld64|libgomp[\w-]*|libiomp5"
-    r"|libpthread|libdl|librt|libutil|libatomic)(?:[.-][\w.-]*)?\.so(?:\.[\d.]+)?$"
+    r"|libpthread|libdl|librt|libutil|libatomic|libffi)(?:[.-][\w.-]*)?\.so(?:\.[\d.]+)?$"
 )
 # torch's own libraries besides libtorch_cpu that do no compute of their own (not its test
 # libraries, shipped beside them).

@@ -165,6 +165,9 @@ def test_places_of_system_python_and_anonymous_code():
     assert who.place_of_mapping(pid, Mapping(0x1000, 0x2000, 0, "[vdso]")) == "runtime"
     site = "/usr/lib/python3/dist-packages/numpy/core/_multiarray_umath.so"
     assert who.place_of_mapping(pid, Mapping(0x3000, 0x4000, 0, site)) == "foreign"
+    # ctypes' calls (a kernel-only workspace's binder calls its entry point through libffi)
+    ffi = "/usr/lib/x86_64-linux-gnu/libffi.so.8.1.2"
+    assert who.place_of_mapping(pid, Mapping(0x5000, 0x6000, 0, ffi)) == "runtime"
 
 
 def test_only_samples_inside_the_windows_count_and_unmapped_code_is_foreign():
