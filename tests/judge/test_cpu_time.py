@@ -228,13 +228,18 @@ def test_on_the_cpu_an_amount_of_foreign_compute_is_enough_whatever_the_padding(
     assert assess(padded) == []
 
 
-def test_libtorch_functions_are_named_by_address():
+def _libtorch_cpu_symbols() -> tuple[Path, dict[str, int]]:
+    """libtorch_cpu.so's path and its dynamic symbols' addresses (skips without it)."""
     lib = torch_library_dir()
     path = lib and Path(lib, "libtorch_cpu.so")
     if not path or not path.is_file():
         pytest.skip("torch's libtorch_cpu.so is not installed")
     out = subprocess.run(["nm", "-D", "--defined-only", str(path)], capture_output=True, text=True)
-    symbols = {line.split()[-1]: int(line.split()[0], 16) for line in out.stdout.splitlines()}
+    return path, {line.split()[-1]: int(line.split()[0], 16) for line in out.stdout.splitlines()}
+
+
+def test_libtorch_functions_are_named_by_address():
+    path, symbols = _libtorch_cpu_symbols()
     gemm = symbols["sgemm_"]
     names = Symbolizer().names(str(path), {gemm + 4, 1})
     assert names[gemm + 4].lower().startswith(("sgemm", "mkl_blas"))
@@ -245,12 +250,7 @@ def test_libtorch_functions_are_named_by_address():
 
 
 def test_one_addr2line_answers_every_batch_and_a_dead_one_is_replaced():
-    lib = torch_library_dir()
-    path = lib and Path(lib, "libtorch_cpu.so")
-    if not path or not path.is_file():
-        pytest.skip("torch's libtorch_cpu.so is not installed")
-    out = subprocess.run(["nm", "-D", "--defined-only", str(path)], capture_output=True, text=True)
-    symbols = {line.split()[-1]: int(line.split()[0], 16) for line in out.stdout.splitlines()}
+    path, symbols = _libtorch_cpu_symbols()
     symbolizer = Symbolizer()
     symbolizer.BATCH = 3  # several batches in one lookup
     wanted = {symbols["sgemm_"]: "sgemm", symbols["dgemm_"]: "dgemm"}
