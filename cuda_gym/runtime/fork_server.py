@@ -43,6 +43,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from cuda_gym.runtime import forked_child
+
 logger = logging.getLogger(__name__)
 
 READY = "fork-server-ready"
@@ -218,9 +220,7 @@ def _kill_group(pid: int) -> None:
 
 def _become(request: dict, fds: list[int]) -> None:
     """In the forked child: take the request's streams, directory and environment, confine."""
-    os.setsid()
-    for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
+    forked_child.detach()
     high = [os.dup(fd) for fd in fds]  # out of the way of 0-3 first
     for fd in high:
         os.set_inheritable(fd, True)
@@ -232,23 +232,8 @@ def _become(request: dict, fds: list[int]) -> None:
     if high:
         os.dup2(high[0], FIRST_FD)
     os.closerange(FIRST_FD + 1 if high else FIRST_FD, 1 << 16)
-    sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own streams
-    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    if request.get("sandbox"):
-        from cuda_gym.runtime import confine
-
-        try:
-            confine.confine(request["sandbox"])
-            # (no exec follows its change of user: dumpable again, as an exec'd runner is)
-            confine.make_dumpable()
-        except confine.SetupError as exc:
-            sys.stderr.write(f"{confine.FAILURE_MARKER} {exc}\n")
-            sys.stderr.flush()
-            os._exit(confine.FAILURE_EXIT)
+    forked_child.adopt_streams()
+    forked_child.settle(request["cwd"], request["env"], request.get("sandbox"))
 
 
 def _run(request: dict) -> int:
@@ -260,16 +245,7 @@ def _run(request: dict) -> int:
         del sys.modules[name]
     gc.collect()
     sys.argv = [request["path"], *request["args"]]
-    try:
-        runpy.run_path(request["path"], run_name="__main__")
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:  # report like an uncaught exception in a normal interpreter
-        import traceback
-
-        traceback.print_exc()
-        return 1
-    return 0
+    return forked_child.run_as_main(runpy.run_path, request["path"], run_name="__main__")
 
 
 def main() -> None:
@@ -286,10 +262,7 @@ def main() -> None:
         _become(request, fds)
         code = _run(request)
     finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
+        forked_child.exit_now(code)
 
 
 # -- the judge's side -----------------------------------------------------------------------------

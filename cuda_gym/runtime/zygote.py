@@ -37,6 +37,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from cuda_gym.runtime import forked_child
 from cuda_gym.runtime.process import (
     DEFAULT_MAX_OUTPUT_CHARS,
     PAUSE_POLL_S,
@@ -151,8 +152,7 @@ def _fork_worker(request: dict) -> int:
         return pid
     code = 1
     try:
-        os.setsid()
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        forked_child.detach()
         for fd, path, flags in (
             (0, request["stdin"], os.O_RDONLY),
             (1, request["stdout"], os.O_WRONLY | os.O_TRUNC),
@@ -162,48 +162,16 @@ def _fork_worker(request: dict) -> int:
             os.dup2(target, fd)
             os.close(target)
         os.closerange(3, 65536)
-        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own streams
-        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        if request.get("sandbox"):
-            _confine(request["sandbox"])
+        forked_child.adopt_streams()
+        forked_child.settle(request["cwd"], request["env"], request.get("sandbox"))
         import runpy
 
         sys.argv = [request["module"], *request["args"]]
-        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:  # report like an uncaught exception in a normal interpreter
-        import traceback
-
-        traceback.print_exc()
-        code = 1
+        code = forked_child.run_as_main(
+            runpy.run_module, request["module"], run_name="__main__", alter_sys=True
+        )
     finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
-
-
-def _confine(plan: dict) -> None:
-    """Confine this forked worker (cuda_gym.runtime.sandbox); exit as the sandbox does if refused.
-
-    This process becomes the waiter outside the sandbox; the call returns in the confined
-    child, which goes on to run the requested module.
-    """
-    from cuda_gym.runtime import confine
-
-    try:
-        confine.confine(plan)
-    except confine.SetupError as exc:
-        sys.stderr.write(f"{confine.FAILURE_MARKER} {exc}\n")
-        sys.stderr.flush()
-        os._exit(confine.FAILURE_EXIT)
+        forked_child.exit_now(code)
 
 
 # -- the client -----------------------------------------------------------------------------------
