@@ -16,6 +16,11 @@ once (K = 1 and the judge's 8 device slots):
   sleeps on an interrupt instead.
 - `tiny_sync_us`: median host time of one tiny kernel launch + synchronize (what blocking
   adds to each call's round trip).
+- `--modes switch` (the runner's pattern: blocking while it serves untimed calls, spinning for
+  timed ones): the context PyTorch made is switched to blocking with `cuCtxSetFlags` (CUDA >=
+  12.1), `sync_wait_s` measured so, then it is switched to spin: `spun_wait_s` / `spun_wall_s`
+  (a third of the calls) and `tiny_sync_us` are measured after the switch, and
+  `reblocked_wait_s` once it is blocking again.
 
     python -m benchmarks.process_cpu --out benchmarks/results/process_cpu_h100.json
 """
@@ -37,7 +42,8 @@ import ctypes, json, os, statistics, sys, time
 def cpu():
     return time.process_time()
 
-blocking = os.environ.get("PROCESS_CPU_BLOCKING") == "1"
+mode = os.environ.get("PROCESS_CPU_MODE", "spin")
+blocking = mode == "blocking"
 calls = int(os.environ.get("PROCESS_CPU_CALLS", "300"))
 c0 = cpu()
 import torch
@@ -54,6 +60,18 @@ x = torch.zeros(1, device="cuda")
 torch.cuda.synchronize()
 marks["cuda_start_s"] = cpu() - c0
 
+
+def set_ctx_flags(flags):
+    status = cuda.cuCtxSetFlags(ctypes.c_uint(flags))
+    got = ctypes.c_uint(0)
+    cuda.cuCtxGetFlags(ctypes.byref(got))
+    return status, got.value & 0x7
+
+
+if mode == "switch":  # the context PyTorch made (default flags), made blocking afterwards
+    cuda = ctypes.CDLL("libcuda.so.1")
+    marks["block_status_flags"] = set_ctx_flags(0x4)  # CU_CTX_SCHED_BLOCKING_SYNC
+
 a = torch.randn(4096, 4096, device="cuda")
 for _ in range(5):
     a @ a
@@ -64,6 +82,14 @@ for _ in range(calls):
     torch.cuda.synchronize()
 marks["sync_wait_s"] = cpu() - c0
 marks["sync_wall_s"] = time.perf_counter() - w0
+if mode == "switch":
+    marks["spin_status_flags"] = set_ctx_flags(0x1)  # CU_CTX_SCHED_SPIN
+    c0, w0 = cpu(), time.perf_counter()
+    for _ in range(calls // 3):
+        a @ a
+        torch.cuda.synchronize()
+    marks["spun_wait_s"] = cpu() - c0
+    marks["spun_wall_s"] = time.perf_counter() - w0
 
 lat = []
 for _ in range(500):
@@ -72,6 +98,13 @@ for _ in range(500):
     torch.cuda.synchronize()
     lat.append(time.perf_counter() - s)
 marks["tiny_sync_us"] = statistics.median(lat) * 1e6
+if mode == "switch":
+    marks["reblock_status_flags"] = set_ctx_flags(0x4)
+    c0 = cpu()
+    for _ in range(calls // 3):
+        a @ a
+        torch.cuda.synchronize()
+    marks["reblocked_wait_s"] = cpu() - c0
 print("RESULT " + json.dumps(marks), flush=True)
 """
 
@@ -123,13 +156,26 @@ def _result(text: str) -> dict:
 
 
 def summarise(rows: list[dict]) -> dict:
-    keys = ("import_s", "cuda_start_s", "sync_wait_s", "sync_wall_s", "tiny_sync_us")
+    keys = (
+        "import_s",
+        "cuda_start_s",
+        "sync_wait_s",
+        "sync_wall_s",
+        "tiny_sync_us",
+        "spun_wait_s",
+        "spun_wall_s",
+        "reblocked_wait_s",
+    )
     good = [r for r in rows if "error" not in r]
     out = {"n": len(rows), "failed": len(rows) - len(good)}
     for key in keys:
         values = [r[key] for r in good if r.get(key) is not None]
         if values:
             out[key] = round(statistics.median(values), 4)
+    switches = ("block_status_flags", "spin_status_flags", "reblock_status_flags")
+    flags = {f"{k}={r[k]}" for r in good for k in switches if k in r}
+    if flags:
+        out["set_flags_status_and_flags"] = sorted(flags)
     return out
 
 
@@ -137,6 +183,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--starts", nargs="+", default=["fresh", "forked"])
+    parser.add_argument(
+        "--modes", nargs="+", choices=["spin", "blocking", "switch"], default=["spin", "blocking"]
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     import torch  # (CUDA is not started here: forked children start it)
@@ -153,17 +203,13 @@ def main() -> None:
         raise SystemExit("process_cpu measures CUDA processes: no GPU here")
     results = {}
     for k in args.concurrency:
-        for start in ("fresh", "forked"):
-            for blocking in (False, True):
-                env = {
-                    **os.environ,
-                    "PROCESS_CPU_BLOCKING": "1" if blocking else "0",
-                    "PROCESS_CPU_CALLS": str(args.calls),
-                }
+        for start in args.starts:
+            for mode in args.modes:
+                env = {**os.environ, "PROCESS_CPU_MODE": mode, "PROCESS_CPU_CALLS": str(args.calls)}
                 run = fresh if start == "fresh" else forked
                 t0 = time.perf_counter()
                 rows = run(k, env)
-                name = f"k{k}_{start}_{'blocking' if blocking else 'spin'}"
+                name = f"k{k}_{start}_{mode}"
                 results[name] = {**summarise(rows), "wall_s": round(time.perf_counter() - t0, 2)}
                 print(name, json.dumps(results[name]), flush=True)
     summary = {

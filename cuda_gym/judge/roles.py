@@ -107,6 +107,34 @@ def device_peak() -> dict | None:
         return None
 
 
+# CU_CTX_SCHED_BLOCKING_SYNC: a synchronize sleeps until the GPU is done instead of spinning.
+_SCHED_BLOCKING_SYNC = 0x4
+
+
+def sleep_on_gpu_waits(device: str) -> bool:
+    """CUDA: make this worker's waits for its GPU sleep, before its context is made; whether set.
+
+    A worker times nothing by waiting on the device itself (the runner's "done" stops a timed
+    call's clock; GPU times are events), but it synchronises around every correctness call, and
+    a default context spins a core for each whole wait: with the judges of a GPU sharing it,
+    seconds of host CPU per judgement (benchmarks/results/process_cpu_h100.json). Sets the
+    primary context's flags through the driver API before PyTorch creates it; False (waits
+    spin, as before) where the driver refuses.
+    """
+    if device != "cuda":
+        return False
+    import ctypes
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        handle = ctypes.c_int(0)
+        if cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(handle), 0) != 0:
+            return False
+        return cuda.cuDevicePrimaryCtxSetFlags(handle, _SCHED_BLOCKING_SYNC) == 0
+    except (OSError, AttributeError):
+        return False
+
+
 # This worker's DeviceGate (cuda_gym.runtime.device_gate), when the judge asked for one: held
 # shared for the worker's whole device work, alone while it times or profiles.
 _GATE = None

@@ -441,6 +441,57 @@ def _thread_ids() -> set:
         return set()
 
 
+class _GpuWaits:
+    """CUDA: how this process waits for the GPU: asleep between timed calls, spinning in them.
+
+    A synchronize in the default mode spins a core for the whole wait; with the judges of a
+    GPU sharing it, a correctness call's wait is mostly other processes' work, seconds of host
+    CPU per judgement (benchmarks/results/process_cpu_h100.json). Outside timed calls the
+    current context waits blocking (it sleeps until the GPU signals: CPU-free, some
+    microseconds later); "prime", which precedes each timed call, makes it spin again, so a
+    timed call's wait ends as soon as the GPU is done, as it always did. `cuCtxSetFlags`
+    (CUDA >= 12.1); where it is missing, or refuses, every wait spins as before.
+    """
+
+    SCHED_MASK = 0x7  # CU_CTX_SCHED_*
+    SPIN = 0x1
+    BLOCKING_SYNC = 0x4
+
+    def __init__(self) -> None:
+        self._cuda = None
+        self.mode = None  # the flags last set (None: the context's own)
+        self.unavailable = False
+
+    def spin(self) -> None:
+        self._set(self.SPIN)
+
+    def sleep(self) -> None:
+        self._set(self.BLOCKING_SYNC)
+
+    def _set(self, sched: int) -> None:
+        if self.unavailable or self.mode == sched:
+            return
+        if self._cuda is None:
+            try:
+                self._cuda = ctypes.CDLL("libcuda.so.1")
+                self._cuda.cuCtxSetFlags.argtypes = [ctypes.c_uint]
+                self._cuda.cuCtxGetFlags.argtypes = [ctypes.POINTER(ctypes.c_uint)]
+            except (OSError, AttributeError):
+                self.unavailable = True
+                return
+        flags = ctypes.c_uint(0)
+        if self._cuda.cuCtxGetFlags(ctypes.byref(flags)) != 0:
+            return  # no current context yet: the next call tries again
+        if self._cuda.cuCtxSetFlags((flags.value & ~self.SCHED_MASK) | sched) != 0:
+            # Refused: waits stay as they are, and no later call makes them blocking (a
+            # context left blocking could not be made to spin for the timed calls).
+            self.unavailable = True
+            if self.mode == self.BLOCKING_SYNC:
+                self._cuda.cuCtxSetFlags((flags.value & ~self.SCHED_MASK) | self.SPIN)
+            return
+        self.mode = sched
+
+
 class _ImportedBuffer:
     """A GPU buffer of the driver's, imported from its file descriptor and mapped here.
 
@@ -541,6 +592,8 @@ class Runner:
         self._null_ban = None  # the ban guarding empty "banned" calls (no op ever runs in it)
         self._prime_buf = None  # CUDA: the one-element tensor of "prime" (set at the first)
         self.state: list = []  # (module, name, tensor): the reference's state (_copy_state)
+        self.waits = _GpuWaits()  # CUDA: asleep outside timed calls
+        self._primed = False  # the next call is a timed one ("prime" came first)
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -583,6 +636,8 @@ class Runner:
             failed = "Error building extension" in text or "ninja" in text.lower()
             return {"error": text, "build_failed": failed, "weights_not_copied": []}
         self.model = model
+        if self.device == "cuda":
+            self.waits.sleep()
         return {"error": None, "build_failed": False, "weights_not_copied": missing}
 
     # -- calls ----------------------------------------------------------------------------------
@@ -625,6 +680,8 @@ class Runner:
         """
         if self.device != "cuda":
             return
+        self.waits.spin()
+        self._primed = True
         if self._prime_buf is None:
             self._prime_buf = self.torch.zeros(1, device="cuda")
         self._prime_buf.zero_()
@@ -691,6 +748,9 @@ class Runner:
         torch = self.torch
         reply = empty_reply(req["call_id"])
         if self.device == "cuda":
+            timed, self._primed = self._primed, False
+            if not timed:
+                self.waits.sleep()
             for fd in fds:
                 os.close(fd)
             in_buf, out_buf = (b.tensor for b in self.shared)

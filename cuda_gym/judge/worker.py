@@ -22,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-from cuda_gym.judge.roles import Reporter, open_gate
+from cuda_gym.judge.roles import Reporter, open_gate, sleep_on_gpu_waits
 from cuda_gym.runtime.process import die_with_parent
 
 
@@ -140,6 +140,7 @@ def _run_role(role: str, data: dict, rep: Reporter) -> None:
         return
     if role == "probe":
         req = decode(ProbeRequest, data)
+        sleep_on_gpu_waits(req.header.device)
         with open_gate(req.header, rep):
             from cuda_gym.judge.probe import run_probe
 
@@ -154,6 +155,7 @@ def _run_role(role: str, data: dict, rep: Reporter) -> None:
     if not req.baselines_only:
         # The runner's start overlaps the waits for device memory and the gate below.
         driver.launch_candidate()
+    sleep_on_gpu_waits(req.header.device)
     try:
         with open_gate(req.header, rep):
             result = driver.run()
