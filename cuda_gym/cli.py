@@ -144,7 +144,8 @@ def cmd_judge(args: argparse.Namespace) -> int:
         # The C/C++/CUDA files beside it (and in csrc/, src/, ...), which it may build.
         copy_sources(solution.parent, Path(tmp))
         if kernels:
-            shutil.copytree(kernels, Path(tmp) / "kernels")
+            # Links stay links: the judge copies regular files only (a verdict's not_copied).
+            shutil.copytree(kernels, Path(tmp) / "kernels", symlinks=True)
         verdict = Judge(config).evaluate(task, tmp, timing=not args.no_timing)
     from cuda_gym.tools.report import log_judge_stages
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import errno
 import json
 import logging
 import math
 import os
 import secrets
-import shutil
 import stat
 import sys
 import tempfile
@@ -187,7 +187,10 @@ class Judge:
                 (snap / SOLUTION_FILE).write_text(task.source.rstrip() + "\n\n\nModelNew = Model\n")
                 verdict.flags[Flag.REFERENCE_AS_CANDIDATE] = True
             else:
-                snap = _snapshot(solution_dir, tmp_path / "solution")
+                not_copied: list[str] = []
+                snap = _snapshot(solution_dir, tmp_path / "solution", not_copied)
+                if not_copied:
+                    verdict.flags[Flag.NOT_COPIED] = not_copied[:MAX_NOT_COPIED]
             self._judge(
                 task,
                 snap,
@@ -1139,13 +1142,15 @@ SOURCE_BYTES = 1 << 20
 SOURCES_TOTAL_BYTES = 16 << 20  # all of them together
 SOURCE_DEPTH = 3
 SOURCE_ENTRIES = 4096  # directory entries looked at, at most
+KERNELS_TOTAL_BYTES = 64 << 20  # kernels/ as a whole
+MAX_NOT_COPIED = 20  # files the snapshot left out, listed in a verdict
 
 
-def copy_sources(solution_dir: Path, dest: Path) -> None:
+def copy_sources(solution_dir: Path, dest: Path, skipped: list[str] | None = None) -> None:
     """Copy the C/C++/CUDA sources under `solution_dir` (but kernels/) to `dest`, same layout.
 
-    Regular files only (no links followed), within SOURCE_BYTES each and SOURCES_TOTAL_BYTES
-    together.
+    Regular files only (`copy_regular`), within SOURCE_BYTES each and SOURCES_TOTAL_BYTES
+    together; what was not copied for being something else goes to `skipped`.
     """
     if not solution_dir.is_dir():
         return
@@ -1163,27 +1168,81 @@ def copy_sources(solution_dir: Path, dest: Path) -> None:
             and len(rel.parts) < SOURCE_DEPTH
         )
         for name in sorted(names):
-            path = Path(root, name)
-            if path.suffix not in SOURCE_SUFFIXES or path.is_symlink() or not path.is_file():
+            if Path(name).suffix not in SOURCE_SUFFIXES:
                 continue
-            size = path.stat().st_size
-            if size <= min(SOURCE_BYTES, left):
-                (dest / rel).mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, dest / rel / name)
-                left -= size
+            (dest / rel).mkdir(parents=True, exist_ok=True)
+            copied = copy_regular(Path(root, name), dest / rel / name, min(SOURCE_BYTES, left))
+            if isinstance(copied, int):
+                left -= copied
+            elif copied != "too large" and skipped is not None:
+                skipped.append(f"{rel / name}: {copied}")
 
 
-def _snapshot(solution_dir: Path, dest: Path) -> Path:
+def copy_regular(src: Path, dst: Path, max_bytes: int) -> int | str:
+    """Copy `src` to `dst` if it is a regular file of at most `max_bytes`: its size, or why not.
+
+    Opened without following a link and without blocking (a FIFO), checked on the descriptor
+    it is read from: a link, a device, a FIFO or a file swapped for one in between is never
+    read. Why not: "a symbolic link", "not a regular file", "too large", "unreadable".
+    """
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        return "a symbolic link" if src.is_symlink() or exc.errno == errno.ELOOP else "unreadable"
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return "not a regular file"
+        if info.st_size > max_bytes:
+            return "too large"
+        with open(fd, "rb", closefd=False) as f:
+            data = f.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            return "too large"
+        dst.write_bytes(data)
+        return len(data)
+    finally:
+        os.close(fd)
+
+
+def _snapshot(solution_dir: Path, dest: Path, skipped: list[str] | None = None) -> Path:
     """Copy model_new.py, kernels/ and the C/C++/CUDA sources beside them into dest.
 
-    So later edits cannot race the judge. Only regular files: no links.
+    So later edits cannot race the judge. Regular files only (`copy_regular`): a link is never
+    followed (its target could be any file the judge can read, and a compiler error would quote
+    it), nor a device or FIFO read; what was left out for that goes to `skipped`, as
+    "path: why".
     """
+    skipped = [] if skipped is None else skipped
     dest.mkdir(parents=True, exist_ok=True)
-    src = solution_dir / SOLUTION_FILE
-    if src.is_file() and not src.is_symlink():
-        shutil.copyfile(src, dest / SOLUTION_FILE)
-    copy_sources(solution_dir, dest)
+    copied = copy_regular(solution_dir / SOLUTION_FILE, dest / SOLUTION_FILE, SOURCES_TOTAL_BYTES)
+    if isinstance(copied, str) and (solution_dir / SOLUTION_FILE).exists():
+        skipped.append(f"{SOLUTION_FILE}: {copied}")
+    copy_sources(solution_dir, dest, skipped)
     kernels = solution_dir / KERNELS_DIR
-    if kernels.is_dir() and not kernels.is_symlink():
-        shutil.copytree(kernels, dest / KERNELS_DIR, symlinks=False, ignore_dangling_symlinks=True)
+    if kernels.is_symlink():
+        skipped.append(f"{KERNELS_DIR}: a symbolic link")
+    elif kernels.is_dir():
+        _copy_kernels(kernels, dest / KERNELS_DIR, skipped)
     return dest
+
+
+def _copy_kernels(kernels: Path, dest: Path, skipped: list[str]) -> None:
+    """kernels/ as it is, regular files and directories only (no link followed)."""
+    left, seen = KERNELS_TOTAL_BYTES, 0
+    for root, dirs, names in os.walk(kernels, followlinks=False):
+        rel = Path(root).relative_to(kernels)
+        (dest / rel).mkdir(parents=True, exist_ok=True)
+        seen += len(dirs) + len(names)
+        if seen > SOURCE_ENTRIES:
+            skipped.append(f"{KERNELS_DIR}: more than {SOURCE_ENTRIES} entries")
+            break
+        for name in [d for d in dirs if Path(root, d).is_symlink()]:
+            skipped.append(f"{KERNELS_DIR}/{rel / name}: a symbolic link")
+        dirs[:] = sorted(d for d in dirs if not Path(root, d).is_symlink())
+        for name in sorted(names):
+            copied = copy_regular(Path(root, name), dest / rel / name, left)
+            if isinstance(copied, int):
+                left -= copied
+            else:
+                skipped.append(f"{KERNELS_DIR}/{rel / name}: {copied}")

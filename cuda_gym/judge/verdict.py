@@ -126,6 +126,8 @@ class Flag(_NamedEnum):
             ({"candidate_ms", "bound_ms"}).
         BASELINES_RETIMED: Baselines timed again right after the candidate, whose times the
             speedups use ({name: {"cached_ms", "now_ms"}}).
+        NOT_COPIED: Files of the solution the judge's snapshot left out, as "path: why" (a
+            symbolic link, not a regular file, too large): the judge reads regular files only.
         TIMING_NOISE: By baseline, about two standard errors of the speedup, relative (from
             the p10-p90 spread and the number of timed calls of the candidate and of the
             baseline): a milestone needs a speedup beyond it as well as beyond the margin.
@@ -156,6 +158,7 @@ class Flag(_NamedEnum):
     SPEED_OF_LIGHT = "speed_of_light"
     BASELINES_RETIMED = "baselines_retimed"
     TIMING_NOISE = "timing_noise"
+    NOT_COPIED = "not_copied"
 
 
 def milestone_reward(
