@@ -430,6 +430,21 @@ def _spin_s(message: dict) -> float:
     return float(value) if type(value) in (int, float) and value > 0 else 0.0
 
 
+def _outputs_of(out) -> list:
+    """The outputs of forward: the items a tuple or list holds, else [out].
+
+    Read with tuple's and list's own accessors, so a subclass runs none of its code (its
+    __iter__ could run the solution's kernels after the clock stopped, or outside the ban);
+    a namedtuple or torch.return_types result gives its items as a plain tuple would.
+    """
+    kind = type(out)
+    if issubclass(kind, tuple):
+        return [tuple.__getitem__(out, i) for i in range(tuple.__len__(out))]
+    if issubclass(kind, list):
+        return [list.__getitem__(out, i) for i in range(list.__len__(out))]
+    return [out]
+
+
 def _plain(value) -> bool:
     return value is None or type(value) in (bool, int, float)
 
@@ -774,6 +789,7 @@ class Runner:
             self._fresh_state()
             with torch.no_grad(), self._guard(req.get("count_own_calls", False)):
                 out = self.model(*args)
+                outputs = _outputs_of(out)  # under the ban, before "done"
             if events:
                 events[1].record()
                 marks.append(_clock())
@@ -787,7 +803,6 @@ class Runner:
         # The driver stops a timed call's clock here; what follows (checks, handing the outputs
         # over) it times apart and compares with the baselines' (cuda_gym.judge.driver).
         _send(self.sock, {"call_id": req["call_id"], "done": True, "nonce": req.get("nonce")})
-        outputs = list(out) if isinstance(out, (list, tuple)) else [out]
         started = _thread_ids() - threads_before
         reply["own_calls"] = (self.own_calls.count - own_before) if self.own_calls else 0
         reply["violations"] = self._violations() + self._output_violations(outputs, args)
