@@ -998,7 +998,20 @@ def is_torch_compute(symbol: str) -> bool:
     name = re.sub(r"\s*\[clone [^\]]*\]", "", demangle(_GCC_SUFFIX.sub("", symbol)))
     if name.startswith("_Z"):  # c++filt could not demangle it: read the mangled name
         return bool(_MANGLED_COMPUTE.search(name)) and not _mangled_allowed(name)
+    if "::" not in name and "(" not in name:  # a C symbol: a vendor library's
+        return not _PLAIN_RUNTIME.match(name)
     return bool(_TORCH_COMPUTE.search(name)) and not _TORCH_ALLOWED.search(name)
+
+
+# libtorch_cpu's C symbols (no C++ name) are the vendor libraries linked into it: MKL's BLAS,
+# sparse, DFT and VML kernels (many without its prefix: xbsr_gnxn_row_mv_def_ker, owngDFT...,
+# gemm_batch_internal..., its assembly's labels), QNNPACK, ... all compute, but for Sleef's
+# vector math (what ATen's inline vector code, compiled into an extension, calls: the
+# solution's own math, as libm's is) and these, which compute nothing of a call's.
+_PLAIN_RUNTIME = re.compile(
+    r"^(?:Sleef_|mkl_serv_|pthreadpool_|cpuinfo_|aoti_torch_|mz_|__intel_|__itt|__tcf_"
+    r"|_GLOBAL__sub_I|__cxa_|_init$|_fini$)"
+)
 
 
 # The compute namespaces of _TORCH_COMPUTE as a mangled name spells them (length-prefixed).

@@ -47,6 +47,14 @@ from cuda_gym.runtime.perf_sampling import (
         "sgemm_",
         "SGEMM",
         "cblas_sgemm",
+        # MKL's kernels without its prefix (its sparse, DFT and batched GEMM code; a red team's
+        # block-sparse matrix-vector product did a linear layer's GEMM in the first)
+        "xbsr_gnxn_row_mv_def_ker",
+        "xcsr_gnxn_mv_def_ker",
+        "owngDFTFwdBatch_32f",
+        "gemm_batch_internal.omp_fn.0",
+        "LN_loop_j",
+        "zero_regs",  # a C symbol named like an allowed operator is no operator
         "at::native::AVX2::add_kernel(at::TensorIteratorBase&, c10::Scalar const&)",
         "at::native::(anonymous namespace)::index_copy_kernel(at::TensorIterator&, long)",
         "at::native::AVX2::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)",
