@@ -308,7 +308,10 @@ class ForkServer:
                 return str(Path(self._dir.name, "socket"))
             if self.failure is not None:
                 return None
-            return self._start()
+            address = self._start()
+            if address is None:
+                logger.warning("the fork server of runners %s: they start afresh", self.failure)
+            return address
 
     def _start(self) -> str | None:
         self._dir = tempfile.TemporaryDirectory(prefix="cuda_gym_forks_")
@@ -339,8 +342,7 @@ class ForkServer:
         why = self._probe(address)
         if why is not None:
             self._stop()
-            self.failure = why
-            logger.warning("the fork server of runners is not used (%s): they start afresh", why)
+            self.failure = f"is not used ({why})"
             return None
         return address
 

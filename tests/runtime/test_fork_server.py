@@ -201,9 +201,11 @@ def test_a_dead_server_refuses_and_its_children_do_not_outlive_it(tmp_path):
     sock.close()
 
 
-def test_a_server_that_exits_before_it_is_ready_is_not_used(tmp_path):
+def test_a_server_that_exits_before_it_is_ready_is_not_used(tmp_path, caplog):
     served = ForkServer({"PATH": os.environ.get("PATH", "")}, ["-c", "raise SystemExit(3)", "--"])
-    assert served.address() is None and "failed to start" in served.failure
+    with caplog.at_level("WARNING", logger="cuda_gym.runtime.fork_server"):
+        assert served.address() is None and "failed to start" in served.failure
+    assert "they start afresh" in caplog.text  # said once, where it happened
 
 
 def test_a_server_whose_first_child_cannot_use_its_device_is_not_used():
