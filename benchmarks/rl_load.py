@@ -424,6 +424,7 @@ def judge_batch(
                             error=(v.error or "")[:300] or None,
                             stage_times_s={k: round(s, 3) for k, s in v.stage_times_s.items()},
                             worker_cpu_s=dict(v.flags.get("worker_cpu_s") or {}),
+                            device_gib=device_gib(v.flags),
                         )
                     infra = record.get("infra_error")
                     with lock:
@@ -492,6 +493,19 @@ class _Cut:
         )
 
 
+def device_gib(flags: dict) -> dict | None:
+    """CUDA: what a judgement reserved in the GPU memory ledger and its driver's peak, GiB."""
+    reserved = flags.get("device_bytes_reserved")
+    peak = (flags.get("device_peak_bytes") or {}).get("candidate") or {}
+    if reserved is None and not peak:
+        return None
+    gib = 1 << 30
+    return {
+        "reserved": round(reserved / gib, 3) if reserved is not None else None,
+        "driver_peak": round(peak["reserved"] / gib, 3) if "reserved" in peak else None,
+    }
+
+
 def summarise(concurrency: int, batch: list[Sample], run: dict) -> dict:
     """One level's summary from `judge_batch`'s result."""
     records, elapsed = run["records"], run["elapsed_s"]
@@ -539,6 +553,12 @@ def summarise(concurrency: int, batch: list[Sample], run: dict) -> dict:
         "worker_cpu_s": {
             role: {**spread(xs), "total": round(sum(xs), 2)}
             for role, xs in sorted(worker_cpu.items())
+        },
+        # CUDA: GiB each judgement reserved in the memory ledger, and its driver's peak (the
+        # runner's own memory is not in it): how far the reservations bound concurrency.
+        "device_gib": {
+            key: spread([g[key] for r in judged if (g := r.get("device_gib")) and g.get(key)])
+            for key in ("reserved", "driver_peak")
         },
         "records": records,
     }
@@ -630,6 +650,12 @@ def print_level(level: dict) -> None:
     programs = cpu.get("by_program_s") or {}
     if programs:
         print("      host cpu s by program: " + ", ".join(f"{k} {v}" for k, v in programs.items()))
+    gib = level.get("device_gib") or {}
+    if any(v.get("n") for v in gib.values()):
+        print(
+            "      device GiB per judgement (p50/max): "
+            + ", ".join(f"{k} {v['p50']}/{v['max']}" for k, v in gib.items() if v.get("n"))
+        )
     left = level.get("leftovers") or {"processes": [], "shm": []}
     if left["processes"] or left["shm"]:
         print(f"      LEFT BEHIND: {left['processes']} {left['shm']}")

@@ -14,6 +14,7 @@ from benchmarks.rl_load import (
     GpuSampler,
     ProgramCpu,
     _Cut,
+    device_gib,
     leftovers,
     main,
     program_of,
@@ -74,6 +75,16 @@ def test_every_generated_solution_passes_the_static_checks(device, tmp_path):
 def test_spread_is_nearest_rank():
     assert spread([3.0, 1.0, 2.0]) == {"n": 3, "p50": 2.0, "p95": 3.0, "max": 3.0}
     assert spread([]) == {"n": 0, "p50": None, "p95": None, "max": None}
+
+
+def test_device_gib_reads_the_reservation_and_the_drivers_peak():
+    flags = {
+        "device_bytes_reserved": 12 << 30,
+        "device_peak_bytes": {"candidate": {"allocated": 5 << 30, "reserved": 6 << 30}},
+    }
+    assert device_gib(flags) == {"reserved": 12.0, "driver_peak": 6.0}
+    assert device_gib({"device_bytes_reserved": 1 << 30}) == {"reserved": 1.0, "driver_peak": None}
+    assert device_gib({}) is None  # the CPU device
 
 
 def test_cpu_sampler_sees_a_busy_core():

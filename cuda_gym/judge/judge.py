@@ -431,6 +431,8 @@ class Judge:
             request["library_index"] = str(library_copies.index_file(cfg.resolved_cache_dir))
         if cfg.device == "cuda":
             request["device_bytes"] = device_bytes_estimate(probe)
+            if request["device_bytes"] is not None:
+                verdict.flags[Flag.DEVICE_BYTES_RESERVED] = request["device_bytes"]
         if cfg.sandboxed:
             check_support(cfg.device)  # a refused mechanism is a clear error, before any work
         # The driver's own work (reference passes, comparisons, the runners' start) gets the

@@ -113,6 +113,8 @@ class Flag(_NamedEnum):
             than its baselines', median to median or fastest to fastest, whichever is more
             (added to its time; see TimingStats.finish_ms).
         DEVICE_PEAK_BYTES: Peak GPU memory ("allocated", "reserved" bytes) by worker role.
+        DEVICE_BYTES_RESERVED: The GPU memory the candidate's worker reserved in the machine's
+            memory ledger before it started (its estimate from the task's probe).
         WORKER_CPU_S: Host CPU seconds by worker role, its runners and compilers included (for
             a zygote's child, from its fork; what the machine's cores spent on this judgement),
             and by "role.stage".
@@ -151,6 +153,7 @@ class Flag(_NamedEnum):
     CANDIDATE_TIMING = "candidate_timing"
     FINISH_EXCESS_MS = "finish_excess_ms"
     DEVICE_PEAK_BYTES = "device_peak_bytes"
+    DEVICE_BYTES_RESERVED = "device_bytes_reserved"
     WORKER_CPU_S = "worker_cpu_s"
     RUNNERS_FORKED = "runners_forked"
     SIDE_WORK = "side_work"
