@@ -173,6 +173,28 @@ def test_too_many_invalid_actions_truncate_and_judge_the_workspace():
     env.close()
 
 
+@pytest.mark.parametrize(
+    "action",
+    [
+        [call("read_file", path="a" * 300)],  # a name too long for the file system
+        [  # a path through a file
+            call("write_file", path="kernels/a.cpp", content="int a;\n"),
+            call("write_file", path="kernels/a.cpp/b.cpp", content="int b;\n"),
+        ],
+        [call("write_file", path="kernels/k.cpp", content="int x; // \ud800")],
+        [call("write_file", path="kernels/\ud800.cpp", content="int x;\n")],
+        [call("read_file", path="model.py", start_line="--1")],
+        [call("read_file", path="model.py", start_line="\u00b2")],
+    ],
+    ids=["long_name", "file_as_dir", "surrogate", "surrogate_path", "--1", "sup2"],
+)
+def test_a_call_whose_arguments_break_its_tool_is_an_invalid_action(env, action):
+    """Found by a red team: each raised out of env.step before."""
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert "Error:" in obs and "invalid actions" in obs
+    assert reward == 0 and not terminated and not truncated
+
+
 def test_max_turns_truncates_and_judges_the_last_state():
     env = make_env(max_turns=2)
     env.reset(seed=0)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 import difflib
+import logging
 import time
 
 from cuda_gym.actions import ToolCall
+from cuda_gym.errors import CudaGymError
 from cuda_gym.tools import build, files, profile, skills, submit, verify
 from cuda_gym.tools.base import Tool, ToolArgumentError, ToolContext, ToolResult
 
@@ -16,6 +18,8 @@ TOOLS: dict[str, Tool] = {
     for tool in module.TOOLS
 }
 CORE_TOOLS = ("edit_file", "compile", "run", "profile")
+
+logger = logging.getLogger(__name__)
 
 
 def tool_schemas() -> list[dict]:
@@ -40,7 +44,19 @@ def execute_call(ctx: ToolContext, call: ToolCall) -> ToolResult:
         return ToolResult(
             call.name, ok=False, text=f"Error: {exc}", invalid=True, data={"error": str(exc)}
         )
-    result = tool.handler(ctx, args)
+    try:
+        result = tool.handler(ctx, args)
+    except CudaGymError:
+        raise  # the judge's or the env's own failure, not the call's
+    except (OSError, ValueError, UnicodeError, TypeError, OverflowError) as exc:
+        # What the call's own arguments can make a handler raise (a name too long for the
+        # file system, a path through a file, a lone surrogate in a file name): the call's
+        # error, never one out of env.step.
+        message = f"{call.name} failed: {type(exc).__name__}: {exc}"[:1000]
+        logger.info("tool call %s refused: %r", call.name, exc)
+        result = ToolResult(
+            call.name, ok=False, text=f"Error: {message}", invalid=True, data={"error": message}
+        )
     result.duration_s = time.monotonic() - start
     return result
 

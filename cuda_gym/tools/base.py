@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,7 +124,7 @@ def _coerce(tool: str, key: str, value: Any, spec: dict) -> Any:
             raise ToolArgumentError(f"{where} must be an integer")
         if isinstance(value, int):
             return value
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,18}", value.strip()):
             return int(value.strip())
         raise ToolArgumentError(f"{where} must be an integer")
     if kind == "array":
