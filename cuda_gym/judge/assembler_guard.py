@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 FOLDER = "assembler"
-# Directives that read files, and the macro facilities that could spell them.
+# Directives that read files, and the macro facilities that could spell them (matched in any
+# case: GNU as reads `.INCBIN` as `.incbin`).
 REFUSED = r"\.(incbin|include|macro|irp|irpc|altmacro)([[:space:]\"]|$)"
 _SCRIPT = """#!/bin/sh
 # cuda_gym's assembler guard (cuda_gym/judge/assembler_guard.py): refuse assembly that reads
@@ -39,7 +40,7 @@ done
 if [ -z "$inputs" ]; then
   tmp=$(mktemp) || exit 1
   cat > "$tmp"
-  if grep -Eq '{refused}' "$tmp"; then
+  if grep -Eiq '{refused}' "$tmp"; then
     rm -f "$tmp"
     echo "cuda_gym: the assembly reads files (.incbin/.include) or defines macros: refused" >&2
     exit 1
@@ -50,7 +51,7 @@ if [ -z "$inputs" ]; then
 fi
 printf '%s\\n' "$inputs" | while IFS= read -r file; do
   [ -n "$file" ] || continue
-  if grep -Eq '{refused}' "$file"; then
+  if grep -Eiq '{refused}' "$file"; then
     echo "cuda_gym: $file reads files (.incbin/.include) or defines assembler macros: refused" >&2
     exit 1
   fi

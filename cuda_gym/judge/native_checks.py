@@ -152,9 +152,14 @@ def preprocess(text: str) -> str:
     return "".join(out)
 
 
-_INCLUDE = re.compile(r'^\s*#\s*(include_next|include)\b\s*([<"])([^>"]*)[>"]', re.MULTILINE)
+# `#include`, `#include_next` and GCC's `#import`, with `#` or its digraph `%:`.
+_INCLUDE = re.compile(
+    r'^\s*(?:#|%:)\s*(include_next|include|import)\b\s*([<"])([^>"]*)[>"]', re.MULTILINE
+)
 # `#include MACRO`: a header name made by the preprocessor, which no scan can check.
-_COMPUTED_INCLUDE = re.compile(r"^\s*#\s*(?:include_next|include)\b\s*[A-Za-z_]", re.MULTILINE)
+_COMPUTED_INCLUDE = re.compile(
+    r"^\s*(?:#|%:)\s*(?:include_next|include|import)\b\s*[A-Za-z_]", re.MULTILINE
+)
 
 
 def include_violations(

@@ -150,6 +150,9 @@ _NATIVE_FORBIDDEN_WORDS = re.compile(
     r"\b(?:findOp|findSchema|findSchemaOrThrow)\b|\w*(?:\wDispatchMode|DispatchMode\w)\w*"
 )
 
+# The assembler's file inclusion in any case (GNU as reads `.INCBIN` as `.incbin`).
+_ASSEMBLER_FILES = re.compile(r'incbin|\.include\s*\\?"', re.IGNORECASE)
+
 # Token pasting makes identifiers the scan above never sees (`Exclude##DispatchKeyGuard`), from
 # parts that may even come from compiler flags built at run time: refused, but for GNU's
 # `, ##__VA_ARGS__`, which pastes nothing. So are torch's own pasting macros of two free parts.
@@ -569,7 +572,7 @@ def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
     for name, raw in sources.items():
         text = preprocess(raw)
         for lineno, line in enumerate(text.splitlines(), 1):
-            word = _NATIVE_FORBIDDEN_WORDS.search(line)
+            word = _NATIVE_FORBIDDEN_WORDS.search(line) or _ASSEMBLER_FILES.search(line)
             token = next((t for t in NATIVE_FORBIDDEN_TOKENS if t in line), None) or (
                 word and word.group()
             )

@@ -18,11 +18,14 @@ HOSTNAME = '__asm__(".pushsection .rodata\\n.incbin \\"/etc/hostname\\"\\n.popse
 # The same directive spelled in pieces the C compiler joins and an escape it decodes.
 SPELLED = '__asm__(".pushsection .rodata\\n.inc" "b\\x69n \\"/etc/hostname\\"\\n.popsection");\n'
 MACRO = '__asm__(".macro m d f\\n.\\\\d \\\\f\\n.endm\\nm incbin \\"/etc/hostname\\"");\n'
+# GNU as reads directives in any case.
+UPPER = '__asm__(".pushsection .rodata\\n.INCBIN \\"/etc/hostname\\"\\n.popsection");\n'
 HONEST = 'int twice(int x) { __asm__ volatile("nop"); return 2 * x; }\n'
 
 
 @pytest.mark.parametrize(
-    ("source", "refused"), [(HOSTNAME, True), (SPELLED, True), (MACRO, True), (HONEST, False)]
+    ("source", "refused"),
+    [(HOSTNAME, True), (SPELLED, True), (MACRO, True), (UPPER, True), (HONEST, False)],
 )
 @pytest.mark.parametrize("pipe", [False, True])
 def test_assembly_that_reads_files_is_refused(tmp_path, source, refused, pipe):

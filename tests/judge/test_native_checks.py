@@ -38,6 +38,11 @@ def test_a_split_token_is_found_by_the_source_scan():
         '#include "../../secret.h"',
         '# include "a/../../b"',
         "#include XSTR(c10/x.h)",
+        # GCC's deprecated #import and the digraph of # (a red team's, passed before)
+        '#import "/tmp/secret.txt"',
+        '%:include "/tmp/secret.txt"',
+        '%: import "../../cache/integrity.key"',
+        "#import XSTR(x)",
     ],
 )
 def test_includes_outside_the_workspace_are_refused(line):

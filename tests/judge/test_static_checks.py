@@ -527,6 +527,9 @@ def test_native_sources_may_not_touch_dispatch_keys():
         ('auto gc = py::module_::import("gc");', "::import("),
         ('py::exec("import os", scope);', "py::exec"),
         ('__asm__(".incbin \\"/etc/hostname\\"");', "incbin"),
+        # GNU as reads directives in any case
+        ('__asm__(".INCBIN \\"/etc/hostname\\"");', "INCBIN"),
+        ('__asm__(".INCLUDE \\"/etc/hostname\\"");', '.INCLUDE \\"'),
     ],
 )
 def test_native_words_match_whole_identifiers(line, token):
