@@ -105,9 +105,18 @@ class Judge:
     # -- public API -------------------------------------------------------------------------
 
     def build(self, solution_dir: str | os.PathLike) -> BuildResult:
-        """Build `solution_dir/kernels` (a snapshot is taken first), under a build slot."""
+        """Build `solution_dir/kernels` (a snapshot is taken first), under a build slot.
+
+        The kernels' sources pass the same checks as in a judgement first (includes only of
+        the workspace and the toolchain, no file read by the assembler, ...): a build that
+        would break them is not run (its compiler errors could quote any file).
+        """
         with tempfile.TemporaryDirectory(prefix="cuda_gym_build_") as tmp, build_slot() as waited:
             snap = _snapshot(Path(solution_dir), Path(tmp))
+            found = kernels_violations(snap / KERNELS_DIR)
+            if found:
+                text = "\n".join(found)
+                return BuildResult(ok=False, module_dir=None, log=text, errors=text, wait_s=waited)
             build = build_kernels(snap / KERNELS_DIR, self.config, self.info.arch)
             return dataclasses.replace(build, wait_s=waited)
 
@@ -1110,6 +1119,21 @@ def static_violations(
     return [
         format_violation(ViolationKind.STATIC, f"line {v.line}: {v.message}", rule=v.rule)
         for v in found
+    ]
+
+
+def kernels_violations(kernels_dir: Path) -> list[str]:
+    """The static checks of kernels/'s sources alone, as "static:<rule>: ..." strings."""
+    if not kernels_dir.is_dir():
+        return []
+    native = {
+        f"kernels/{path.relative_to(kernels_dir)}": path.read_text(errors="replace")
+        for path in sorted(kernels_dir.rglob("*"))
+        if path.is_file() and not path.is_symlink()
+    }
+    return [
+        format_violation(ViolationKind.STATIC, f"line {v.line}: {v.message}", rule=v.rule)
+        for v in check_native_sources(native)
     ]
 
 
