@@ -270,7 +270,7 @@ def build_kernels(kernels_dir: Path, config: JudgeConfig, arch: str | None = Non
         return BuildResult(ok=True, module_dir=None, sources=tuple(rel))
     files = {r: p.read_bytes() for r, p in zip(rel, paths)}
     cxx = list(config.cxx_flags)
-    ld: list[str] = []
+    ld: list[str] = list(plain_build.NO_LTO_LINK)
     if config.device == "cpu":
         cxx += ["-march=native", "-fopenmp"]
         ld += ["-fopenmp"]

@@ -225,11 +225,19 @@ def _cuda_home() -> str:
     return os.environ.get("CUDA_HOME") or (str(Path(nvcc).resolve().parent.parent) if nvcc else "")
 
 
+# No link-time optimisation, and no linker plugin: an object carrying LTO sections (bytes a
+# source can emit as data) would have GCC's LTO plugin replay the options recorded in it
+# (`-Xassembler -al=FILE` wrote any file the judge can: a red team's) at this unsandboxed link.
+NO_LTO_LINK = ("-fno-lto", "-fno-use-linker-plugin")
+
+
 def _link_command(objects: list[Path], out: Path, device: str, flags: dict) -> list:
     if device == "cuda":
-        return ["nvcc", "-shared", "-cudart", "shared", *map(str, objects), "-o", str(out)]
+        host = ["-Xcompiler", ",".join(NO_LTO_LINK)]
+        return ["nvcc", "-shared", "-cudart", "shared", *host, *map(str, objects), "-o", str(out)]
     cxx = os.environ.get("CXX", "c++")
-    return [cxx, "-shared", *flags["ld"], *map(str, objects), "-o", str(out)]
+    ld = [*NO_LTO_LINK, *(f for f in flags["ld"] if f not in NO_LTO_LINK)]
+    return [cxx, "-shared", *ld, *map(str, objects), "-o", str(out)]
 
 
 def _run(
