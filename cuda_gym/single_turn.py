@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cuda_gym.actions import parse_action
+from cuda_gym.actions import MAX_TOOL_CALLS, parse_action
 from cuda_gym.env import MAX_ACTION_CHARS, CudaKernelEnv
 
 FILE_TOOLS = ("write_file", "edit_file")
@@ -83,4 +83,10 @@ def solution_calls(action: Any) -> tuple[list[dict], list[str]]:
             )
     if not calls:
         problems.append("The reply holds no write_file/edit_file call and no ```python block.")
+    if len(calls) >= MAX_TOOL_CALLS:  # the env's submit must still fit in the action
+        problems.append(
+            f"{len(calls)} file calls: only the first {MAX_TOOL_CALLS - 1} were applied "
+            "(the submit that follows them is the last call an action may hold)."
+        )
+        calls = calls[: MAX_TOOL_CALLS - 1]
     return calls, problems

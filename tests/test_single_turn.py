@@ -65,3 +65,15 @@ def test_one_reply_with_the_demo_solution_is_correct():
     assert info["reward_components"]["correct"] is True and info["turn"] == 1
     json.dumps(info["reward_components"])
     env.close()
+
+
+def test_a_reply_of_many_file_calls_still_ends_in_its_submit():
+    """A red team's: 16 file calls pushed the appended submit past the action's limit."""
+    from cuda_gym.actions import MAX_TOOL_CALLS
+
+    reply = [
+        {"name": "write_file", "arguments": {"path": f"kernels/k{i}.cpp", "content": "int x;\n"}}
+        for i in range(MAX_TOOL_CALLS + 2)
+    ]
+    calls, problems = solution_calls(reply)
+    assert len(calls) == MAX_TOOL_CALLS - 1 and "only the first" in problems[-1]
