@@ -53,7 +53,9 @@ def execute_call(ctx: ToolContext, call: ToolCall) -> ToolResult:
         # file system, a path through a file, a lone surrogate in a file name): the call's
         # error, never one out of env.step.
         message = f"{call.name} failed: {type(exc).__name__}: {exc}"[:1000]
-        logger.info("tool call %s refused: %r", call.name, exc)
+        # (a file-system or encoding error is the call's; anything else may be a bug of ours)
+        level = logging.INFO if isinstance(exc, (OSError, UnicodeError)) else logging.WARNING
+        logger.log(level, "tool call %s failed: %r", call.name, exc, exc_info=level > logging.INFO)
         result = ToolResult(
             call.name, ok=False, text=f"Error: {message}", invalid=True, data={"error": message}
         )
