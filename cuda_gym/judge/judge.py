@@ -1097,12 +1097,8 @@ def static_violations(
     """
     found = check_solution_source(source, rules=rules, state_names=state_names)
     native = {f"model_new.py string {i}": s for i, s in enumerate(string_constants(source))}
-    if kernels_dir is not None and kernels_dir.is_dir():
-        for path in sorted(kernels_dir.rglob("*")):
-            if path.is_file():
-                native[f"kernels/{path.relative_to(kernels_dir)}"] = path.read_text(
-                    errors="replace"
-                )
+    if kernels_dir is not None:
+        native.update(_kernel_sources(kernels_dir))
     if kernels_dir is not None and kernels_dir.parent.is_dir():
         # The other C/C++/CUDA files the snapshot copied (beside model_new.py, csrc/, ...),
         # which cpp_extension.load(sources=[...]) may build.
@@ -1122,18 +1118,22 @@ def static_violations(
     ]
 
 
-def kernels_violations(kernels_dir: Path) -> list[str]:
-    """The static checks of kernels/'s sources alone, as "static:<rule>: ..." strings."""
+def _kernel_sources(kernels_dir: Path) -> dict[str, str]:
+    """{"kernels/<path>": text} of every file of a snapshot's kernels/ (none are links)."""
     if not kernels_dir.is_dir():
-        return []
-    native = {
+        return {}
+    return {
         f"kernels/{path.relative_to(kernels_dir)}": path.read_text(errors="replace")
         for path in sorted(kernels_dir.rglob("*"))
-        if path.is_file() and not path.is_symlink()
+        if path.is_file()
     }
+
+
+def kernels_violations(kernels_dir: Path) -> list[str]:
+    """The static checks of kernels/'s sources alone, as "static:<rule>: ..." strings."""
     return [
         format_violation(ViolationKind.STATIC, f"line {v.line}: {v.message}", rule=v.rule)
-        for v in check_native_sources(native)
+        for v in check_native_sources(_kernel_sources(kernels_dir))
     ]
 
 
