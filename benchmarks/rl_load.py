@@ -25,6 +25,7 @@ by SIGTERM or Ctrl-C (`timeout`) writes what had ended, marked partial, before i
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import math
 import os
@@ -51,6 +52,7 @@ from benchmarks.rl_workload import (
 from cuda_gym.cache_dir import CACHE_ENV
 from cuda_gym.judge import JudgeConfig
 from cuda_gym.judge.device import device_info, resolve_device
+from cuda_gym.runtime.device_gate import PREFIX, gate_dir
 from cuda_gym.runtime.fork_server import close_shared_fork_servers
 from cuda_gym.runtime.zygote import close_shared_launchers
 from cuda_gym.service import make_service
@@ -84,7 +86,11 @@ def spread(values: list[float]) -> dict:
 
 
 class GpuSampler:
-    """Samples NVML's utilisation (share of time a kernel ran) of every visible GPU.
+    """Samples NVML's utilisation (share of time a kernel ran) of every visible GPU, and memory.
+
+    Memory: the device memory in use (NVML, every process) beside what the judges hold in the
+    memory ledger (cuda_gym.runtime.device_gate.MemoryLedger) at the same moment, summed over
+    the visible GPUs: how much of what the reservations promise is really used.
 
     `busy_fraction()` is the mean over samples and GPUs, or None where NVML is not available
     (nvidia-ml-py not installed, no driver, or the cpu device).
@@ -94,6 +100,8 @@ class GpuSampler:
         self.error: str | None = None
         self._handles: list = []
         self._samples: list[list[int]] = []
+        self._memory: list[tuple[int, int]] = []  # (bytes used, bytes held in the ledger)
+        self._total = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if device != "cuda":
@@ -107,6 +115,7 @@ class GpuSampler:
             count = pynvml.nvmlDeviceGetCount()
             ids = [int(g) for g in visible.split(",") if g.strip()] if visible else range(count)
             self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in ids]
+            self._total = sum(pynvml.nvmlDeviceGetMemoryInfo(h).total for h in self._handles)
             self._nvml = pynvml
         except Exception as exc:  # optional measurement: report why it is missing
             self.error = f"NVML unavailable: {exc}"
@@ -126,18 +135,46 @@ class GpuSampler:
         while not self._stop.wait(NVML_PERIOD_S):
             get = self._nvml.nvmlDeviceGetUtilizationRates
             self._samples.append([get(h).gpu for h in self._handles])
+            used = sum(self._nvml.nvmlDeviceGetMemoryInfo(h).used for h in self._handles)
+            self._memory.append((used, ledger_held()))
 
     def report(self) -> dict:
         """{"busy_fraction", "per_gpu", "samples", "error"}."""
         if not self._samples:
             return {"busy_fraction": None, "per_gpu": None, "samples": 0, "error": self.error}
         per_gpu = [sum(col) / len(col) / 100 for col in zip(*self._samples)]
+        gib = 1 << 30
+        held = [(u, h) for u, h in self._memory if h > 0]
         return {
             "busy_fraction": round(sum(per_gpu) / len(per_gpu), 3),
             "per_gpu": [round(x, 3) for x in per_gpu],
             "samples": len(self._samples),
             "error": None,
+            "memory_gib": {
+                "total": round(self._total / gib, 1),
+                "used": spread([u / gib for u, _ in self._memory]),
+                "held": spread([h / gib for _, h in self._memory]),
+                # while anything is held: what is used per byte held (contexts of idle
+                # workers included in "used"; < 1: the reservations are looser than the use)
+                "used_per_held": spread([u / h for u, h in held]),
+            },
         }
+
+
+def ledger_held() -> int:
+    """Bytes the judges hold in every device's memory ledger now (live holders only)."""
+    total = 0
+    for path in gate_dir().glob(f"{PREFIX}*.memory"):
+        try:
+            with open(path, "rb") as f:
+                fcntl.flock(f, fcntl.LOCK_SH)
+                state = json.loads(f.read() or b"{}")
+        except (OSError, ValueError):
+            continue
+        for pid, nbytes in (state.get("held") or {}).items():
+            if Path(f"/proc/{pid}").exists():
+                total += int(nbytes)
+    return total
 
 
 def program_of(pid: int, comm: str, cmdline: str) -> str:
@@ -425,6 +462,7 @@ def judge_batch(
                             stage_times_s={k: round(s, 3) for k, s in v.stage_times_s.items()},
                             worker_cpu_s=dict(v.flags.get("worker_cpu_s") or {}),
                             device_gib=device_gib(v.flags),
+                            retried_alone=bool(v.flags.get("retried_alone_after_oom")),
                         )
                     infra = record.get("infra_error")
                     with lock:
@@ -560,6 +598,8 @@ def summarise(concurrency: int, batch: list[Sample], run: dict) -> dict:
             key: spread([g[key] for r in judged if (g := r.get("device_gib")) and g.get(key)])
             for key in ("reserved", "driver_peak")
         },
+        # judgements that ran out of device memory beside others and were judged again alone
+        "retried_alone_after_oom": sum(1 for r in judged if r.get("retried_alone")),
         "records": records,
     }
 
@@ -655,6 +695,16 @@ def print_level(level: dict) -> None:
         print(
             "      device GiB per judgement (p50/max): "
             + ", ".join(f"{k} {v['p50']}/{v['max']}" for k, v in gib.items() if v.get("n"))
+        )
+    memory = (level.get("gpu") or {}).get("memory_gib")
+    if memory and memory["used"].get("n"):
+        print(
+            f"      device memory GiB of {memory['total']} (p50/p95/max): used"
+            f" {memory['used']['p50']}/{memory['used']['p95']}/{memory['used']['max']}, held in"
+            f" the ledger {memory['held']['p50']}/{memory['held']['p95']}/{memory['held']['max']};"
+            f" used per held {memory['used_per_held']['p50']}/{memory['used_per_held']['p95']}"
+            f"/{memory['used_per_held']['max']}; reruns alone after OOM"
+            f" {level.get('retried_alone_after_oom')}"
         )
     left = level.get("leftovers") or {"processes": [], "shm": []}
     if left["processes"] or left["shm"]:
