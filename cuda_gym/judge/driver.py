@@ -49,6 +49,7 @@ from cuda_gym.judge.compare import Comparison, check_outputs_match, runs_agree
 from cuda_gym.judge.config import FIRST_CALL_EXTRA_S, samples_host_cpu
 from cuda_gym.judge.contract import strict_scales
 from cuda_gym.judge.cpu_time import CpuWatch
+from cuda_gym.judge.device_use import judgement_bytes
 from cuda_gym.judge.fallback import ALLOWED_OPS, COPY_OPS, VENDOR_LIBRARY_OPS
 from cuda_gym.judge.handover import Handover
 from cuda_gym.judge.inputs import forward_seed, make_inputs, seed_forward
@@ -581,6 +582,7 @@ class Driver:
         self._sync()
         took = perf_counter() - start
         self.reference_s = took if self.reference_s is None else min(self.reference_s, took)
+        del cloned
         exp64 = scales = None
         if self.model64 is not None:
             seed_forward(fseed)
@@ -588,6 +590,11 @@ class Driver:
             if self.req.strict_units:  # fp32 arithmetic's bound (judge/contract.py)
                 seed_forward(fseed)
                 scales = strict_scales(self.model64, inputs, self.req.strict_units)
+        if self.device == "cuda":
+            # The pass's temporaries (float64 ones above all) back to the device, for the
+            # runner's call that follows: the driver's peak and the runner's come one after
+            # the other, not on top of each other.
+            torch.cuda.empty_cache()
         return exp, exp64, scales
 
     def _sync(self) -> None:
@@ -678,12 +685,16 @@ class Driver:
                 scales=[scales],
             )
             if k == 0:
-                first = (inputs, fseed, out)  # the reference's outputs are made again below
+                # On the host until the repeat: the device memory goes to the later trials.
+                # (The reference's outputs are made again below.)
+                first = (_to_host(inputs), fseed, _to_host(out))
             del inputs, exp, exp64, scales, out
         inputs, fseed, out = first
+        inputs = _to_device(inputs, self.device)
         roles.make_way(self.rep, self.device)
         exp, exp64, scales = self._reference(inputs, fseed)
         repeat, _ = served.call(inputs, exp, fseed, count=True)
+        out = _to_device(out, self.device)
         bitwise = len(out) == len(repeat) and all(
             bitwise_equal(a, b) if isinstance(a, torch.Tensor) else a == b
             for a, b in zip(out, repeat)
@@ -713,6 +724,11 @@ class Driver:
                     # device's shared work (cuda_gym.runtime.device_gate).
                     self._profile(served, inputs, exp, fseed)
                     profiled = True
+            if self.device == "cuda":
+                # The runner's memory is still cached from the timed and profiled calls.
+                props = torch.cuda.get_device_properties(torch.cuda.current_device())
+                uuid = str(getattr(props, "uuid", ""))
+                self.result.device_use = judgement_bytes(uuid, [served.link.proc.pid])
             self.result.violations = list(served.violations)
             self.rep.enter("recheck")
             recheck = Comparison()
@@ -974,6 +990,14 @@ def _table(rows: list, runs: int, device: str, top: int = 12) -> str:
 
 def _clone(inputs: list) -> list:
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _to_host(values: list) -> list:
+    return [x.cpu() if isinstance(x, torch.Tensor) else x for x in values]
+
+
+def _to_device(values: list, device: str) -> list:
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in values]
 
 
 def _to_double(inputs: list) -> list:

@@ -762,6 +762,7 @@ class Runner:
         started_at = _clock()
         torch = self.torch
         reply = empty_reply(req["call_id"])
+        timed = False
         if self.device == "cuda":
             timed, self._primed = self._primed, False
             if not timed:
@@ -808,6 +809,11 @@ class Runner:
         reply["violations"] = self._violations() + self._output_violations(outputs, args)
         reply["values"], reply["error"] = self._deliver(outputs, req["outputs"], slots)
         self._sync()
+        if self.device == "cuda" and not timed:
+            # Forward's freed temporaries back to the device before the driver's next reference
+            # pass, which needs room of its own (timed calls keep them: no allocation in them).
+            del out, outputs
+            torch.cuda.empty_cache()
         if events:
             reply["event_ms"] = events[0].elapsed_time(events[1])
             reply["marks"] = marks
