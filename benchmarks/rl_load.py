@@ -532,15 +532,18 @@ class _Cut:
 
 
 def device_gib(flags: dict) -> dict | None:
-    """CUDA: what a judgement reserved in the GPU memory ledger and its driver's peak, GiB."""
+    """CUDA: a judgement's reservation in the GPU memory ledger, its driver's peak, and what
+    its driver and runners used together (NVML), GiB."""
     reserved = flags.get("device_bytes_reserved")
     peak = (flags.get("device_peak_bytes") or {}).get("candidate") or {}
     if reserved is None and not peak:
         return None
     gib = 1 << 30
+    used = flags.get("device_bytes_used")
     return {
         "reserved": round(reserved / gib, 3) if reserved is not None else None,
         "driver_peak": round(peak["reserved"] / gib, 3) if "reserved" in peak else None,
+        "used": round(used / gib, 3) if used is not None else None,
     }
 
 
@@ -592,11 +595,11 @@ def summarise(concurrency: int, batch: list[Sample], run: dict) -> dict:
             role: {**spread(xs), "total": round(sum(xs), 2)}
             for role, xs in sorted(worker_cpu.items())
         },
-        # CUDA: GiB each judgement reserved in the memory ledger, and its driver's peak (the
-        # runner's own memory is not in it): how far the reservations bound concurrency.
+        # CUDA: GiB each judgement reserved in the memory ledger, its driver's peak (PyTorch's
+        # count), and what its driver and runners used (NVML): how far reservations bound.
         "device_gib": {
             key: spread([g[key] for r in judged if (g := r.get("device_gib")) and g.get(key)])
-            for key in ("reserved", "driver_peak")
+            for key in ("reserved", "driver_peak", "used")
         },
         # judgements that ran out of device memory beside others and were judged again alone
         "retried_alone_after_oom": sum(1 for r in judged if r.get("retried_alone")),

@@ -77,13 +77,18 @@ def test_spread_is_nearest_rank():
     assert spread([]) == {"n": 0, "p50": None, "p95": None, "max": None}
 
 
-def test_device_gib_reads_the_reservation_and_the_drivers_peak():
+def test_device_gib_reads_the_reservation_the_drivers_peak_and_the_use():
     flags = {
         "device_bytes_reserved": 12 << 30,
         "device_peak_bytes": {"candidate": {"allocated": 5 << 30, "reserved": 6 << 30}},
+        "device_bytes_used": 9 << 30,
     }
-    assert device_gib(flags) == {"reserved": 12.0, "driver_peak": 6.0}
-    assert device_gib({"device_bytes_reserved": 1 << 30}) == {"reserved": 1.0, "driver_peak": None}
+    assert device_gib(flags) == {"reserved": 12.0, "driver_peak": 6.0, "used": 9.0}
+    assert device_gib({"device_bytes_reserved": 1 << 30}) == {
+        "reserved": 1.0,
+        "driver_peak": None,
+        "used": None,
+    }
     assert device_gib({}) is None  # the CPU device
 
 

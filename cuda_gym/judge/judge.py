@@ -85,6 +85,12 @@ _PROBE_LOCKS: dict[str, threading.Lock] = {}
 _PROBE_LOCKS_GUARD = threading.Lock()
 # Baselines that could not be timed, by key: not retried by every judgement of this process.
 _BASELINE_FAILURES: dict[str, dict] = {}
+# The GPU memory judgements of a task held (its probe's key -> peak bytes, NVML's count of the
+# driver and its runners, cuda_gym.judge.device_use): the next ones reserve from it
+# (device_bytes_for). Tasks whose reservation from it ran out of memory reserve the estimate.
+_DEVICE_USE: dict[str, int] = {}
+_DEVICE_USE_REFUSED: set[str] = set()
+_DEVICE_USE_GUARD = threading.Lock()
 # Entered around a judgement's device phase (after its builds); yields the seconds it waited.
 DeviceSlot = Callable[[], AbstractContextManager[float]]
 
@@ -438,8 +444,10 @@ class Judge:
             # The runner's own builds (and, on a GPU, Triton's launchers) count as the
             # solution's code unless they copy a library of the machine's.
             request["library_index"] = str(library_copies.index_file(cfg.resolved_cache_dir))
+        specialised = task.for_device(cfg.device) if task.device == "any" else task
+        use_key = probe_key(specialised.content_hash, self.info)  # as the probe's
         if cfg.device == "cuda":
-            request["device_bytes"] = device_bytes_estimate(probe)
+            request["device_bytes"] = device_bytes_for(probe, use_key)
             if request["device_bytes"] is not None:
                 verdict.flags[Flag.DEVICE_BYTES_RESERVED] = request["device_bytes"]
         if cfg.sandboxed:
@@ -460,6 +468,8 @@ class Judge:
         if self._ran_out_of_memory(run):
             # Other judgements may have held the device's memory: once more, alone on it.
             verdict.flags[Flag.RETRIED_ALONE_AFTER_OOM] = ["candidate"]
+            with _DEVICE_USE_GUARD:  # what was measured was not enough: the estimate from now
+                _DEVICE_USE_REFUSED.add(use_key)
             request["gate_alone"] = True
             run = self._run_worker("candidate", tmp, request, timeout_s, task=task)
         verdict.stage_times_s["candidate"] = run["duration_s"]
@@ -474,6 +484,12 @@ class Judge:
             raise WorkerError(f"judging on task {task.task_id!r} failed: {run['error']}")
         result = decode(CandidateResult, run["result"])
         self._apply(verdict, result, reference_as_candidate, len(seeds))
+        if result.device_use is not None:
+            verdict.flags[Flag.DEVICE_BYTES_USED] = result.device_use
+            if result.timing is not None and not request.get("gate_alone"):
+                # Timed: its runner ran the solution to the end, with its memory cached.
+                with _DEVICE_USE_GUARD:
+                    _DEVICE_USE[use_key] = max(_DEVICE_USE.get(use_key, 0), result.device_use)
         baselines = {}
         # Only a correct, timed candidate needs them: otherwise they go on (and into the cache)
         # without this verdict waiting.
@@ -926,6 +942,26 @@ def device_bytes_estimate(probe: dict) -> int | None:
     if peak is None:
         return None
     return int(MEMORY_PER_PROBE_PEAK * peak["reserved"]) + MEMORY_OVERHEAD_BYTES
+
+
+# A reservation from measured use (device_bytes_for): what the task's judgements held at most,
+# plus a quarter (sampled peaks miss short allocations; solutions differ) and a fixed margin.
+USE_HEADROOM = 1.25
+USE_MARGIN_BYTES = 1 << 30
+
+
+def device_bytes_for(probe: dict, key: str) -> int | None:
+    """Device memory to reserve for a judgement of the task whose probe is `probe` (key `key`).
+
+    The estimate from the probe (device_bytes_estimate) until a judgement of the task has been
+    measured; then the measured peak with headroom, never above the estimate.
+    """
+    estimate = device_bytes_estimate(probe)
+    with _DEVICE_USE_GUARD:
+        used = None if key in _DEVICE_USE_REFUSED else _DEVICE_USE.get(key)
+    if estimate is None or used is None:
+        return estimate
+    return min(estimate, int(USE_HEADROOM * used) + USE_MARGIN_BYTES)
 
 
 def _baseline_request(config: JudgeConfig, wanted: list[str]) -> dict:

@@ -325,6 +325,8 @@ class CandidateResult:
         gpu_state: Clocks, temperature and power after timing (CUDA).
         stage_s: Seconds per stage.
         device_peak: The driver's peak GPU memory (allocated, reserved bytes).
+        device_use: The peak GPU memory of the driver and its runners together, bytes, as
+            NVML counts it (cuda_gym.judge.device_use); None where not measured.
         cpu_s: Host CPU seconds of the driver and the runners it waited for.
         stage_cpu_s: Host CPU seconds per stage of the driver and its runners, live or reaped.
         cpu_time: On the CPU, where forward's sampled CPU time went
@@ -357,6 +359,7 @@ class CandidateResult:
     gpu_state: dict[str, int | float | None] | None = None
     stage_s: dict[str, float] = field(default_factory=dict)
     device_peak: dict[str, int] | None = None
+    device_use: int | None = None
     cpu_s: float | None = None
     stage_cpu_s: dict[str, float] = field(default_factory=dict)
     cpu_time: dict[str, typing.Any] | None = None

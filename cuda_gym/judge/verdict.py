@@ -114,7 +114,10 @@ class Flag(_NamedEnum):
             (added to its time; see TimingStats.finish_ms).
         DEVICE_PEAK_BYTES: Peak GPU memory ("allocated", "reserved" bytes) by worker role.
         DEVICE_BYTES_RESERVED: The GPU memory the candidate's worker reserved in the machine's
-            memory ledger before it started (its estimate from the task's probe).
+            memory ledger before it started (from the task's probe, or from what earlier
+            judgements of the task used: cuda_gym.judge.judge.device_bytes_for).
+        DEVICE_BYTES_USED: The peak GPU memory of the candidate's driver and runners together
+            (NVML's per-process count, sampled: cuda_gym.judge.device_use).
         WORKER_CPU_S: Host CPU seconds by worker role, its runners and compilers included (for
             a zygote's child, from its fork; what the machine's cores spent on this judgement),
             and by "role.stage".
@@ -154,6 +157,7 @@ class Flag(_NamedEnum):
     FINISH_EXCESS_MS = "finish_excess_ms"
     DEVICE_PEAK_BYTES = "device_peak_bytes"
     DEVICE_BYTES_RESERVED = "device_bytes_reserved"
+    DEVICE_BYTES_USED = "device_bytes_used"
     WORKER_CPU_S = "worker_cpu_s"
     RUNNERS_FORKED = "runners_forked"
     SIDE_WORK = "side_work"
