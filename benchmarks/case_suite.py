@@ -12,7 +12,8 @@ in "."), 2-4 lines on it, a blank line and these fields:
         shared when the case imports kernels_ext
     Timing: yes (judged with timing) or no (the default)
     Expect: accept, or reject R: R a violation kind, static:<rule> for a rule of
-        static_checks.RULES, or how the run failed (incorrect, build, crash, timeout, oom)
+        static_checks.RULES, or how the run failed (incorrect, build, crash, timeout, oom);
+        `reject R1 or R2` where either reason may come first (two rules that both apply)
 
 A case states only what is its own. The model_new.py judged for it (`Suite.solution_text`)
 spells out every field and, when the case's ModelNew derives from nn.Module and has no
@@ -77,6 +78,11 @@ class Case:
     def expected(self) -> str:
         """The expected observation: "accept" or the reason after "reject "."""
         return self.expect.removeprefix("reject ").strip()
+
+    @property
+    def expected_reasons(self) -> tuple[str, ...]:
+        """The observations that match: "accept", or each reason of "reject R1 or R2"."""
+        return tuple(r.strip() for r in self.expected.split(" or "))
 
     @property
     def legit(self) -> bool:
@@ -161,13 +167,18 @@ def is_valid_expectation(expect: str) -> bool:
 
     if expect == "accept":
         return True
-    reason = expect.removeprefix("reject ")
-    if reason == expect:
+    reasons = expect.removeprefix("reject ")
+    if reasons == expect:
         return False
-    if reason.startswith(f"{ViolationKind.STATIC}:"):
-        return reason.split(":", 1)[1] in RULES
     kinds = {k.value for k in ViolationKind} - {ViolationKind.STATIC.value}
-    return reason in kinds or reason in FAILURES
+    for reason in reasons.split(" or "):
+        reason = reason.strip()
+        if reason.startswith(f"{ViolationKind.STATIC}:"):
+            if reason.split(":", 1)[1] not in RULES:
+                return False
+        elif reason not in kinds and reason not in FAILURES:
+            return False
+    return True
 
 
 def observed_reason(verdict: dict) -> str:
@@ -327,7 +338,7 @@ class Suite:
             "task": case.task,
             "expected": case.expected,
             "observed": observed,
-            "ok": observed == case.expected,
+            "ok": observed in case.expected_reasons,
             "verdict": verdict.get("verdict", JUDGE_ERROR),
             "reward": verdict.get("reward"),
             "violations": (verdict.get("violations") or [])[:3],

@@ -54,7 +54,7 @@ def judge_once(judge: Judge, case_name: str, device: str, root: Path, timing: bo
         "case": case_name,
         "expected": case.expected,
         "observed": observed,
-        "ok": observed == case.expected,
+        "ok": observed in case.expected_reasons,
         "verdict": verdict.verdict,
         "error": (verdict.error or "")[:300],
         "seconds": round(seconds, 2),
