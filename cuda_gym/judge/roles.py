@@ -31,6 +31,7 @@ class Reporter:
         self.result_path = Path(result_path)
         self.stage_path = self.result_path.with_suffix(STAGE_FILE_SUFFIX)
         self.stage = "start"
+        self.why: str | None = None  # what the current stage waits for (stage "gate")
         self.started = time.monotonic()
         self.stage_s: dict[str, float] = {}
         # Host CPU seconds by stage: this worker, its runners and compilers, live or reaped.
@@ -50,15 +51,23 @@ class Reporter:
             self._followed[pid] = max(seen, tree_cpu_s(pid))
         return tree_cpu_s(os.getpid()) + sum(self._followed.values())
 
-    def enter(self, stage: str) -> None:
-        """Close the current stage and enter `stage`."""
+    def enter(self, stage: str, why: str | None = None) -> None:
+        """Close the current stage and enter `stage`.
+
+        `why`: what the stage is for, its time also kept apart as "<stage>.<why>" (the waits
+        for the gate: "entry" at the start, "step" for timers between correctness steps,
+        "alone" to time, "back" to take a shared hold back).
+        """
         self._close_stage()
-        self.stage = stage
+        self.stage, self.why = stage, why
         self.stage_path.write_text(stage)
 
     def _close_stage(self) -> None:
         now = time.monotonic()
         self.stage_s[self.stage] = round(self.stage_s.get(self.stage, 0.0) + now - self.started, 4)
+        if self.why is not None:
+            key = f"{self.stage}.{self.why}"
+            self.stage_s[key] = round(self.stage_s.get(key, 0.0) + now - self.started, 4)
         self.started = now
         cpu = self._cpu()
         spent = self.stage_cpu_s.get(self.stage, 0.0) + cpu - self.cpu_started
@@ -153,7 +162,7 @@ def open_gate(header, rep: Reporter):
         capacity = device_memory_capacity()
         ledger = MemoryLedger(name, capacity)  # released when this process exits
         ledger.reserve(capacity if header.gate_alone else header.device_bytes)
-    rep.enter("gate")
+    rep.enter("gate", "entry")
     _GATE = DeviceGate(name)
     # A rerun after running out of memory has the device to itself throughout.
     return _GATE.exclusive() if header.gate_alone else _GATE.shared()
@@ -229,7 +238,7 @@ def memory_short(device: str, need: int | None) -> bool:
 
 
 @contextlib.contextmanager
-def _gate_hold(rep: Reporter, stage: str, hold):
+def _gate_hold(rep: Reporter, stage: str, hold, why: str):
     """Run the block in `stage` under another hold of the gate, `hold(_GATE)`; then back.
 
     Every wait for the gate, including retaking the previous hold afterwards (another timer
@@ -239,21 +248,21 @@ def _gate_hold(rep: Reporter, stage: str, hold):
         rep.enter(stage)
         yield
         return
-    rep.enter("gate")
+    rep.enter("gate", why)
     try:
         with hold(_GATE):
             rep.enter(stage)
             try:
                 yield
             finally:
-                rep.enter("gate")
+                rep.enter("gate", "back")
     finally:
         rep.enter(stage)
 
 
 def alone(rep: Reporter, stage: str):
     """Hold the device alone (waiting in stage "gate"), then run the block in `stage`."""
-    return _gate_hold(rep, stage, lambda gate: gate.exclusive())
+    return _gate_hold(rep, stage, lambda gate: gate.exclusive(), "alone")
 
 
 def make_way(rep: Reporter, device: str) -> None:
@@ -269,7 +278,7 @@ def make_way(rep: Reporter, device: str) -> None:
 
         torch.cuda.synchronize()
     stage = rep.stage
-    rep.enter("gate")
+    rep.enter("gate", "step")
     try:
         _GATE.make_way()
     finally:
@@ -282,7 +291,10 @@ def off_device(rep: Reporter, stage: str):
     Not on the CPU's gate: there host work is the device's work, and would run beside a timer.
     """
     return _gate_hold(
-        rep, stage, lambda gate: gate.outside() if gate.name != "cpu" else contextlib.nullcontext()
+        rep,
+        stage,
+        lambda gate: gate.outside() if gate.name != "cpu" else contextlib.nullcontext(),
+        "outside",
     )
 
 

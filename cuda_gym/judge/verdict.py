@@ -294,7 +294,10 @@ class Verdict:
         details: Per-trial mismatch notes and other diagnostics.
         duration_s: Wall-clock seconds of the whole evaluation.
         stage_times_s: Wall-clock seconds per step: "build", "candidate", "reference"; the
-            waits for a build slot and a device slot are "wait.build" and "wait.slot".
+            waits for a build slot and a device slot are "wait.build" and "wait.slot". A
+            worker's stages are "<role>.<stage>"; its waits for the device gate
+            ("<role>.gate") are also split by reason: ".entry", ".step" (timers between
+            correctness steps), ".alone" (to time), ".back" (a shared hold taken back).
     """
 
     compiled: bool = False
