@@ -60,6 +60,7 @@ from cuda_gym.service import make_service
 SHM = Path("/dev/shm")
 SHM_PREFIX = "cuda_gym"
 NVML_PERIOD_S = 0.25
+PHASES = ("setup", "trials", "repeat", "timing", "recheck")  # CandidateResult.device_memory
 
 
 def parse_mix(text: str) -> dict[str, float]:
@@ -463,6 +464,7 @@ def judge_batch(
                             worker_cpu_s=dict(v.flags.get("worker_cpu_s") or {}),
                             device_gib=device_gib(v.flags),
                             retried_alone=bool(v.flags.get("retried_alone_after_oom")),
+                            device_phases=device_phases(v.flags),
                         )
                     infra = record.get("infra_error")
                     with lock:
@@ -547,6 +549,30 @@ def device_gib(flags: dict) -> dict | None:
     }
 
 
+def device_phases(flags: dict) -> dict | None:
+    """CUDA: the driver's PyTorch memory at the end of each phase, GiB (peak so far, held)."""
+    phases = flags.get("device_memory_by_phase")
+    if not phases:
+        return None
+    gib = 1 << 30
+    return {
+        name: {"peak": round(m["peak"] / gib, 3), "allocated": round(m["allocated"] / gib, 3)}
+        for name, m in phases.items()
+    }
+
+
+def phase_spreads(records: list[dict | None]) -> dict:
+    """{phase: {"peak": spread, "allocated": spread}} over the judgements' `device_phases`."""
+    measured = [p for p in records if p]
+    return {
+        phase: {
+            key: spread([p[phase][key] for p in measured if phase in p])
+            for key in ("peak", "allocated")
+        }
+        for phase in PHASES
+    }
+
+
 def summarise(concurrency: int, batch: list[Sample], run: dict) -> dict:
     """One level's summary from `judge_batch`'s result."""
     records, elapsed = run["records"], run["elapsed_s"]
@@ -601,6 +627,8 @@ def summarise(concurrency: int, batch: list[Sample], run: dict) -> dict:
             key: spread([g[key] for r in judged if (g := r.get("device_gib")) and g.get(key)])
             for key in ("reserved", "driver_peak", "used")
         },
+        # CUDA: the driver's memory at the end of each phase (peak so far, and held), GiB
+        "device_phases_gib": phase_spreads([r.get("device_phases") for r in judged]),
         # judgements that ran out of device memory beside others and were judged again alone
         "retried_alone_after_oom": sum(1 for r in judged if r.get("retried_alone")),
         "records": records,
@@ -698,6 +726,16 @@ def print_level(level: dict) -> None:
         print(
             "      device GiB per judgement (p50/max): "
             + ", ".join(f"{k} {v['p50']}/{v['max']}" for k, v in gib.items() if v.get("n"))
+        )
+    phases = level.get("device_phases_gib") or {}
+    if any(v["peak"].get("n") for v in phases.values()):
+        print(
+            "      driver GiB at the end of each phase (peak so far p50/max; held p50): "
+            + ", ".join(
+                f"{k} {v['peak']['p50']}/{v['peak']['max']}; {v['allocated']['p50']}"
+                for k, v in phases.items()
+                if v["peak"].get("n")
+            )
         )
     memory = (level.get("gpu") or {}).get("memory_gib")
     if memory and memory["used"].get("n"):

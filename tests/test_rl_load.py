@@ -15,8 +15,10 @@ from benchmarks.rl_load import (
     ProgramCpu,
     _Cut,
     device_gib,
+    device_phases,
     leftovers,
     main,
+    phase_spreads,
     program_of,
     spread,
 )
@@ -90,6 +92,25 @@ def test_device_gib_reads_the_reservation_the_drivers_peak_and_the_use():
         "used": None,
     }
     assert device_gib({}) is None  # the CPU device
+
+
+def test_device_phases_read_the_drivers_memory_by_phase_and_spread_over_judgements():
+    gib = 1 << 30
+    flags = {
+        "device_memory_by_phase": {
+            "trials": {"peak": 6 * gib, "reserved": 3 * gib, "allocated": 2 * gib},
+            "recheck": {"peak": 9 * gib, "reserved": 4 * gib, "allocated": 4 * gib},
+        }
+    }
+    phases = device_phases(flags)
+    assert phases == {
+        "trials": {"peak": 6.0, "allocated": 2.0},
+        "recheck": {"peak": 9.0, "allocated": 4.0},
+    }
+    assert device_phases({}) is None
+    spreads = phase_spreads([phases, None, {"trials": {"peak": 8.0, "allocated": 1.0}}])
+    assert spreads["trials"]["peak"] == {"n": 2, "p50": 6.0, "p95": 8.0, "max": 8.0}
+    assert spreads["recheck"]["allocated"]["n"] == 1 and spreads["timing"]["peak"]["n"] == 0
 
 
 def test_cpu_sampler_sees_a_busy_core():

@@ -601,6 +601,19 @@ class Driver:
         if self.device == "cuda":
             torch.cuda.synchronize()
 
+    def _memory_at(self, point: str) -> None:
+        """CUDA: the driver's PyTorch memory at the end of a phase, into the result.
+
+        "peak": the most reserved so far (it grows in the phase where the peak is), "reserved"
+        and "allocated" now: where a judgement's device memory goes, phase by phase.
+        """
+        if self.device == "cuda":
+            self.result.device_memory[point] = {
+                "peak": int(torch.cuda.max_memory_reserved()),
+                "reserved": int(torch.cuda.memory_reserved()),
+                "allocated": int(torch.cuda.memory_allocated()),
+            }
+
     # -- the judgement --------------------------------------------------------------------------
 
     def run(self) -> CandidateResult:
@@ -608,6 +621,7 @@ class Driver:
         req = self.req
         with torch.no_grad():
             self._setup()
+            self._memory_at("setup")
             if req.baselines_only:
                 self._baselines()
                 self.result.stage = "done"
@@ -689,6 +703,7 @@ class Driver:
                 # (The reference's outputs are made again below.)
                 first = (_to_host(inputs), fseed, _to_host(out))
             del inputs, exp, exp64, scales, out
+        self._memory_at("trials")
         inputs, fseed, out = first
         inputs = _to_device(inputs, self.device)
         roles.make_way(self.rep, self.device)
@@ -700,6 +715,7 @@ class Driver:
             for a, b in zip(out, repeat)
         )
         agree = bitwise or runs_agree(out, repeat, req.tolerance_mode, exp, exp64, scales)
+        self._memory_at("repeat")
         self.result.comparison = ComparisonResult(**vars(trials))
         self.result.deterministic = agree
         self.result.bitwise_deterministic = bitwise
@@ -729,6 +745,7 @@ class Driver:
                 props = torch.cuda.get_device_properties(torch.cuda.current_device())
                 uuid = str(getattr(props, "uuid", ""))
                 self.result.device_use = judgement_bytes(uuid, [served.link.proc.pid])
+                self._memory_at("timing")
             self.result.violations = list(served.violations)
             self.rep.enter("recheck")
             recheck = Comparison()
@@ -745,6 +762,7 @@ class Driver:
                     scales=[scales_k],
                 )
             self.result.timing_recheck = ComparisonResult(**vars(recheck))
+            self._memory_at("recheck")
             self.result.timing = timing
             self._check_cpu(served)  # the timed calls too
             self.result.violations = list(served.violations)

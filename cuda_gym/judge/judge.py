@@ -484,6 +484,8 @@ class Judge:
             raise WorkerError(f"judging on task {task.task_id!r} failed: {run['error']}")
         result = decode(CandidateResult, run["result"])
         self._apply(verdict, result, reference_as_candidate, len(seeds))
+        if result.device_memory:
+            verdict.flags[Flag.DEVICE_MEMORY_BY_PHASE] = result.device_memory
         if result.device_use is not None:
             verdict.flags[Flag.DEVICE_BYTES_USED] = result.device_use
             if result.timing is not None and not request.get("gate_alone"):

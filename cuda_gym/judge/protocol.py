@@ -327,6 +327,8 @@ class CandidateResult:
         device_peak: The driver's peak GPU memory (allocated, reserved bytes).
         device_use: The peak GPU memory of the driver and its runners together, bytes, as
             NVML counts it (cuda_gym.judge.device_use); None where not measured.
+        device_memory: The driver's PyTorch memory at the end of each phase reached ("setup",
+            "trials", "repeat", "timing", "recheck"): {"peak", "reserved", "allocated"} bytes.
         cpu_s: Host CPU seconds of the driver and the runners it waited for.
         stage_cpu_s: Host CPU seconds per stage of the driver and its runners, live or reaped.
         cpu_time: On the CPU, where forward's sampled CPU time went
@@ -360,6 +362,7 @@ class CandidateResult:
     stage_s: dict[str, float] = field(default_factory=dict)
     device_peak: dict[str, int] | None = None
     device_use: int | None = None
+    device_memory: dict[str, dict[str, int]] = field(default_factory=dict)
     cpu_s: float | None = None
     stage_cpu_s: dict[str, float] = field(default_factory=dict)
     cpu_time: dict[str, typing.Any] | None = None

@@ -117,7 +117,9 @@ class Flag(_NamedEnum):
             memory ledger before it started (from the task's probe, or from what earlier
             judgements of the task used: cuda_gym.judge.judge.device_bytes_for).
         DEVICE_BYTES_USED: The peak GPU memory of the candidate's driver and runners together
-            (NVML's per-process count, sampled: cuda_gym.judge.device_use).
+            (NVML's per-process count after the timed calls: cuda_gym.judge.device_use).
+        DEVICE_MEMORY_BY_PHASE: The candidate's driver's PyTorch memory at the end of each
+            phase ({phase: {"peak", "reserved", "allocated"}} bytes; CandidateResult).
         WORKER_CPU_S: Host CPU seconds by worker role, its runners and compilers included (for
             a zygote's child, from its fork; what the machine's cores spent on this judgement),
             and by "role.stage".
@@ -158,6 +160,7 @@ class Flag(_NamedEnum):
     DEVICE_PEAK_BYTES = "device_peak_bytes"
     DEVICE_BYTES_RESERVED = "device_bytes_reserved"
     DEVICE_BYTES_USED = "device_bytes_used"
+    DEVICE_MEMORY_BY_PHASE = "device_memory_by_phase"
     WORKER_CPU_S = "worker_cpu_s"
     RUNNERS_FORKED = "runners_forked"
     SIDE_WORK = "side_work"
