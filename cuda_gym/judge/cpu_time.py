@@ -1000,7 +1000,12 @@ def is_torch_compute(symbol: str) -> bool:
         return bool(_MANGLED_COMPUTE.search(name)) and not _mangled_allowed(name)
     if "::" not in name and "(" not in name:  # a C symbol: a vendor library's
         return not _PLAIN_RUNTIME.match(name)
+    if _VENDOR_COMPUTE.search(name):  # an allowed op's name there is its own (transpose_simd)
+        return True
     return bool(_TORCH_COMPUTE.search(name)) and not _TORCH_ALLOWED.search(name)
+
+
+_VENDOR_COMPUTE = re.compile(r"\b(?:dnnl|ideep|fbgemm|xnnpack|pytorch_qnnp)::")
 
 
 # libtorch_cpu's C symbols (no C++ name) are the vendor libraries linked into it: MKL's BLAS,

@@ -89,6 +89,11 @@ _BLAS = re.compile(
 _VENDOR_API = re.compile(
     r"^(?:cublas|cublasLt|cudnn|cufft|cusparse|cusolver(?:Dn|Sp|Rf|Mg)?)[A-Z_]\w*(?:@.*)?$"
 )
+# The CPU libraries linked into libtorch_cpu, called by their C++ names (fbgemm's transpose,
+# oneDNN's reorders, XNNPACK, QNNPACK): compute below the dispatcher, never a solution's own.
+# (A red team's transpose task done by fbgemm::transpose_simd, whose name the CPU sampler
+# took for an allowed op's.)
+_CPU_VENDOR_CODE = re.compile(r"\b(?:fbgemm|dnnl|ideep|xnnpack|pytorch_qnnp|qnnpack)::")
 # C functions libtorch_cpu exports that an extension may call: Sleef (ATen's inline vector
 # math), logging flags, cpuinfo, profiling (ITT) hooks, and the stable ABI's accessors.
 TORCH_C_EXPORTS_ALLOWED = re.compile(
@@ -301,6 +306,8 @@ def bad_symbol(
     `vendor_allowed` False: NVIDIA's compute libraries (cuBLAS, cuDNN, ...) are refused too.
     """
     if not vendor_allowed and _VENDOR_API.match(symbol):
+        return True
+    if _CPU_VENDOR_CODE.search(symbol):
         return True
     if (
         _BELOW_DISPATCHER.search(symbol)

@@ -122,6 +122,12 @@ def test_a_nested_kernel_file_may_include_its_folders_own_headers(where, line, a
         "torch::autograd::profiler::profilerEnabled()",
         "cuptiSubscribe",
         "cuptiActivityEnable@libcupti.so.13",
+        # The CPU libraries inside libtorch_cpu, by their C++ names (red-team round 14).
+        "void fbgemm::transpose_simd<float>(long, long, float const*, long, float*, long)",
+        "fbgemm::cblas_sgemm_ref(fbgemm::matrix_op_t, fbgemm::matrix_op_t, int, int, int, "
+        "float, float const*, int, float const*, int, float, float*, int)",
+        "dnnl::impl::cpu::simple_reorder_impl<>::execute()",
+        "ideep::tensor::reorder_if_differ_in(ideep::tensor::desc const&) const",
     ],
 )
 def test_compute_below_the_dispatcher_is_a_bad_symbol(symbol):
