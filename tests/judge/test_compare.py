@@ -99,6 +99,19 @@ def test_strict_rejects_zeros_for_small_valued_outputs():
     assert check_outputs_match([[x]], [[torch.zeros_like(x)]], "paper").correct
 
 
+def test_strict_an_fp32_overflow_in_the_reference_is_matched_not_an_infinite_bound():
+    # fp32 reference inf where float64 is 1e39: the distance between them bounds nothing
+    # (red-team round 14: any finite garbage passed with an infinite tolerance).
+    exp = torch.tensor([float("inf"), 1.0, 2.0, 3.0])
+    ref64 = torch.tensor([1e39, 1.0, 2.0, 3.0], dtype=torch.float64)
+    garbage = torch.tensor([0.0, -7e30, 123.0, 5.0])
+    assert not check_outputs_match([[exp]], [[garbage]], "strict", [[ref64]]).correct
+    honest = torch.tensor([float("inf"), 1.0, 2.0, 3.0])
+    assert check_outputs_match([[exp]], [[honest]], "strict", [[ref64]]).correct
+    wrong_finite = torch.tensor([float("inf"), 1.0, 2.5, 3.0])
+    assert not check_outputs_match([[exp]], [[wrong_finite]], "strict", [[ref64]]).correct
+
+
 def test_strict_without_fp64_falls_back_to_kernelbench_tolerance():
     assert check_outputs_match([[_t(1.0)]], [[_t(1.00005)]], "strict", None).correct
 
