@@ -110,6 +110,14 @@ def test_strict_an_fp32_overflow_in_the_reference_is_matched_not_an_infinite_bou
     assert check_outputs_match([[exp]], [[honest]], "strict", [[ref64]]).correct
     wrong_finite = torch.tensor([float("inf"), 1.0, 2.5, 3.0])
     assert not check_outputs_match([[exp]], [[wrong_finite]], "strict", [[ref64]]).correct
+    # A stable kernel that does not overflow where the reference's naive fp32 pass did
+    # (NaN from inf / inf) matches fp64 instead: accepted too.
+    nan_ref = torch.tensor([float("nan"), 1.0])
+    stable = torch.tensor([0.5, 1.0])
+    ref64_nan = torch.tensor([0.5, 1.0], dtype=torch.float64)
+    assert check_outputs_match([[nan_ref]], [[stable]], "strict", [[ref64_nan]]).correct
+    off = torch.tensor([0.9, 1.0])
+    assert not check_outputs_match([[nan_ref]], [[off]], "strict", [[ref64_nan]]).correct
 
 
 def test_strict_without_fp64_falls_back_to_kernelbench_tolerance():
