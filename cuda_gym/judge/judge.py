@@ -233,6 +233,12 @@ class Judge:
         verdict.duration_s = time.monotonic() - start
         return verdict
 
+    def _probe_key(self, task: Task) -> str:
+        """The key of `task`'s probe (and of what its judgements used of the device)."""
+        if task.device == "any":
+            task = task.for_device(self.config.device)
+        return probe_key(task.content_hash, self.info)
+
     def probe_task(self, task: Task, run: dict | None = None) -> dict:
         """The task's probe, cached: usable input distributions, fp64 support, trivial answers.
 
@@ -241,7 +247,7 @@ class Judge:
         """
         if task.device == "any":
             task = task.for_device(self.config.device)
-        key = probe_key(task.content_hash, self.info)
+        key = self._probe_key(task)
         probe = self._probes.get(key)
         if probe is not None:
             return probe
@@ -444,8 +450,7 @@ class Judge:
             # The runner's own builds (and, on a GPU, Triton's launchers) count as the
             # solution's code unless they copy a library of the machine's.
             request["library_index"] = str(library_copies.index_file(cfg.resolved_cache_dir))
-        specialised = task.for_device(cfg.device) if task.device == "any" else task
-        use_key = probe_key(specialised.content_hash, self.info)  # as the probe's
+        use_key = self._probe_key(task)
         if cfg.device == "cuda":
             request["device_bytes"] = device_bytes_for(probe, use_key)
             if request["device_bytes"] is not None:
