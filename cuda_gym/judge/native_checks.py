@@ -52,7 +52,8 @@ _BELOW_DISPATCHER = re.compile(
     r"|\bc10::(?:Dispatcher|OperatorHandle|impl::OperatorEntry)::"
     # RecordFunction (what a profiler of ATen's calls observes) switched off.
     r"|\bat::(?:enableRecordFunction|clearCallbacks|clearThreadLocalCallbacks|clearGlobalCallbacks"
-    r"|removeCallback|disableCallback|reenableCallback|set_record_function_tls_)\b"
+    r"|removeCallback|disableCallback|reenableCallback|set_record_function_tls_"
+    r"|get_record_function_tls_)\b"
 )
 # Whether ATen's calls are observed (a profiler's RecordFunction callbacks, CUPTI, Kineto): on a
 # GPU the driver's profile of the solution's kernels is taken in its process, and a solution

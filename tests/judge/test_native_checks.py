@@ -108,6 +108,9 @@ def test_a_nested_kernel_file_may_include_its_folders_own_headers(where, line, a
         "c10::Dispatcher::findSchemaOrThrow(char const*, char const*)",
         "c10::OperatorHandle::~OperatorHandle()",
         "at::enableRecordFunction(bool)",
+        # RecordFunction's per-thread switch, written through its getter (the thread ban's
+        # callback would not run on that thread).
+        "at::get_record_function_tls_()",
         "dl_iterate_phdr@GLIBC_2.2.5",
         "dladdr@GLIBC_2.34",
         "PyImport_ImportModule",
