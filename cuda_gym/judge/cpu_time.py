@@ -475,6 +475,8 @@ class Attributor:
             runtime, only foreign libraries count against the solution.
         device: The runner's device. On "cuda" the CUDA driver and toolkit libraries, the
             NVIDIA wheels, Triton and CuPy are runtime (their host code launches and waits).
+        judge_libraries: Libraries of the judge's own that the runner loads (the thread ban's
+            callback, cuda_gym.judge.thread_ban): runtime, by exact path.
     """
 
     def __init__(
@@ -486,8 +488,10 @@ class Attributor:
         vendor: bool = False,
         device: str = "cpu",
         library_index: str | None = None,
+        judge_libraries: tuple[str, ...] = (),
     ) -> None:
         self.own_hashes = own_hashes
+        self.judge_libraries = frozenset(judge_libraries)
         self.library_index = library_index
         self.device = device
         self.writable = tuple(d.rstrip("/") + "/" for d in writable)
@@ -516,6 +520,8 @@ class Attributor:
         if not path.startswith("/"):
             return "foreign"  # anonymous executable memory
         name = Path(path).name
+        if path in self.judge_libraries:  # the judge's own code in the runner (thread_ban)
+            return "runtime"
         # The system's and this Python's read-only trees first (they may lie under /tmp, as a
         # fresh clone's venv does): what is there is PyTorch, the runtime or foreign, never
         # the solution's, whatever its content.

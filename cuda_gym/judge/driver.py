@@ -395,6 +395,8 @@ class Driver:
             # The init file's directory, not the file: the runner may start before it is written.
             self.init_path.parent.mkdir(exist_ok=True)
             readable = tuple(p for p in (solution_dir, module_dir, str(self.init_path.parent)) if p)
+            if candidate and self.req.thread_ban:  # the judge's library (judge/thread_ban.py)
+                readable += (str(Path(self.req.thread_ban).parent),)
             sandbox = runner_sandbox(
                 work, self.device, readable, self.req.sandbox_data_bytes, budget_s
             )
@@ -465,6 +467,10 @@ class Driver:
                     "init_path": str(self.init_path),
                     "banned": banned,
                     "allowed_ops": sorted(allowed),
+                    # The ban on the solution's other threads too (judge/thread_ban.py); on a
+                    # vendor task the parts of an allowed GEMM's run on OpenMP's threads.
+                    "thread_ban": self.req.thread_ban if candidate and banned else None,
+                    "thread_ban_nested": self.req.allow_vendor_libraries,
                     "compile_model": compile_model,
                     "compile_extensions": self.req.compile_extensions or not candidate,
                 },
@@ -485,7 +491,8 @@ class Driver:
         if banned:
             # What the solution's process loaded, read from outside it: its own extensions
             # (kernels/ and load_inline's) may not call compute below the dispatcher.
-            for shared_object in candidate_objects(link.proc.pid):
+            judge_own = (str(Path(self.req.thread_ban).parent),) if self.req.thread_ban else ()
+            for shared_object in candidate_objects(link.proc.pid, trusted_roots=judge_own):
                 # Also every ATen operator it refers to beyond the allowed ones: an extension's
                 # own thread or OpenMP worker calls them unseen by the ban (whose mode is per
                 # thread), and on a GPU the profile that would show their kernels is taken in
@@ -521,6 +528,7 @@ class Driver:
                 own_dirs=own_dirs,
                 extension_dirs=extension_dirs,
                 library_index=req.library_index,
+                judge_libraries=(req.thread_ban,) if req.thread_ban else (),
                 vendor=req.allow_vendor_libraries,
                 device=self.device,
             )

@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from cuda_gym.errors import WorkerError, is_out_of_memory
-from cuda_gym.judge import library_copies
+from cuda_gym.judge import library_copies, thread_ban
 from cuda_gym.judge.baselines import JsonCache, baseline_key, has_baselines, probe_key
 from cuda_gym.judge.build import build_kernels
 from cuda_gym.judge.config import MIN_OWN_KERNEL_SHARE, JudgeConfig, first_call_extra_s
@@ -450,6 +450,13 @@ class Judge:
             # The runner's own builds (and, on a GPU, Triton's launchers) count as the
             # solution's code unless they copy a library of the machine's.
             request["library_index"] = str(library_copies.index_file(cfg.resolved_cache_dir))
+        if not reference_as_candidate and (build.module_dir or builds_extensions(source)):
+            # Native code of the solution's can start threads outside forward's fallback ban.
+            try:
+                request["thread_ban"] = str(thread_ban.library(cfg.resolved_cache_dir))
+            except thread_ban.ThreadBanUnavailable as exc:
+                logger.warning("the fallback ban stays on forward's thread: %s", exc)
+                verdict.flags[Flag.THREAD_BAN_UNAVAILABLE] = str(exc)
         use_key = self._probe_key(task)
         if cfg.device == "cuda":
             request["device_bytes"] = device_bytes_for(probe, use_key)

@@ -181,6 +181,9 @@ class CandidateRequest:
         library_index: The judge's index of the machine's libraries (a sealed file of
             cuda_gym.judge.library_copies): a library the runner builds or writes is the
             solution's own code only when it is not a copy of one of them. None: not needed.
+        thread_ban: The judge's library that extends the fallback ban to every thread of the
+            candidate's runner (cuda_gym.judge.thread_ban). None: not needed (the solution has
+            no native code of its own) or not available here.
     """
 
     header: WorkerHeader
@@ -214,6 +217,7 @@ class CandidateRequest:
     baselines_only: bool = False
     retime_baselines: list[str] = field(default_factory=list)
     library_index: str | None = None
+    thread_ban: str | None = None
 
 
 @dataclass

@@ -346,6 +346,38 @@ class _Ban:
                 setattr(self.tensor, name, fn)
 
 
+class _ThreadBan:
+    """The fallback ban on the solution's other threads: the judge's library (thread_ban.cpp).
+
+    Its RecordFunction callback records each op outside `allowed` (or a copy that changes the
+    dtype) that a thread other than this one calls, from its installation on; `take` reads and
+    clears the record.
+    """
+
+    def __init__(self, path: str, allowed: list, nested_ok: bool) -> None:
+        import ctypes
+
+        self.lib = ctypes.CDLL(path)
+        self.lib.cuda_gym_thread_ban_install.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        self.lib.cuda_gym_thread_ban_take.argtypes = [ctypes.c_char_p, ctypes.c_long]
+        self.lib.cuda_gym_thread_ban_take.restype = ctypes.c_long
+        self.buffer = ctypes.create_string_buffer(4096)
+        names = "\n".join(sorted(allowed)).encode()
+        if self.lib.cuda_gym_thread_ban_install(names, int(nested_ok)) != 0:
+            raise RuntimeError(f"the thread ban of {path} was installed already")
+
+    def take(self) -> list:
+        count = self.lib.cuda_gym_thread_ban_take(self.buffer, len(self.buffer))
+        if not count:
+            return []
+        names = ", ".join(sorted(set(self.buffer.value.decode().split())))
+        return [
+            f"torch_fallback: PyTorch ops called on a thread of the solution's other than"
+            f" forward's ({count} calls: {names}); a thread may call only the ops forward may,"
+            " and the solution's own kernels must do the work"
+        ]
+
+
 class _OwnCalls:
     """Counts calls into compiled extensions that are not part of torch (the candidate's own).
 
@@ -602,6 +634,7 @@ class Runner:
         self.device = "cpu"
         self.ban = None
         self.own_calls = None
+        self.thread_ban = None  # the ban on the solution's other threads (_ThreadBan)
         self.shared: list = []  # CUDA: the driver's input and output buffers (_ImportedBuffer)
         self.views: dict = {}  # CUDA: views of them by (buffer, spec), kept for later calls
         self._null_ban = None  # the ban guarding empty "banned" calls (no op ever runs in it)
@@ -628,6 +661,10 @@ class Runner:
         if init["banned"]:  # before any candidate code runs, which could change `init`
             self.ban = _Ban(torch, set(init["allowed_ops"]), self.device)
             self.own_calls = _OwnCalls(torch)
+            if init.get("thread_ban"):
+                self.thread_ban = _ThreadBan(
+                    init["thread_ban"], init["allowed_ops"], init.get("thread_ban_nested", False)
+                )
         try:
             _enter_solution_folder(init["solution_dir"])
             solution = _import_file("model_new", os.path.join(init["solution_dir"], "model_new.py"))
@@ -844,6 +881,8 @@ class Runner:
         if self.ban is None:
             return []
         found, self.ban.violations[:] = list(self.ban.violations), []
+        if self.thread_ban is not None:
+            found += self.thread_ban.take()
         return found
 
     def _output_violations(self, outputs: list, args: list) -> list:

@@ -138,6 +138,9 @@ class Flag(_NamedEnum):
         TIMING_NOISE: By baseline, about two standard errors of the speedup, relative (from
             the p10-p90 spread and the number of timed calls of the candidate and of the
             baseline): a milestone needs a speedup beyond it as well as beyond the margin.
+        THREAD_BAN_UNAVAILABLE: Why the fallback ban could not be extended to the threads the
+            solution's native code starts (cuda_gym.judge.thread_ban): the library could not
+            be built here. The ban on forward's own thread and the CPU sampler still hold.
     """
 
     REFERENCE_AS_CANDIDATE = "reference_as_candidate"
@@ -168,6 +171,7 @@ class Flag(_NamedEnum):
     SPEED_OF_LIGHT = "speed_of_light"
     BASELINES_RETIMED = "baselines_retimed"
     TIMING_NOISE = "timing_noise"
+    THREAD_BAN_UNAVAILABLE = "thread_ban_unavailable"
     NOT_COPIED = "not_copied"
 
 

@@ -1,0 +1,93 @@
+"""The fallback ban on the solution's other threads (cuda_gym.judge.thread_ban): built, loaded
+and fed ops from threads in a child process (its RecordFunction callback is once per process)."""
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import cuda_gym.judge.runner as runner
+from cuda_gym.judge import thread_ban
+from cuda_gym.judge.fallback import ALLOWED_OPS, COPY_OPS
+
+pytestmark = pytest.mark.slow
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys, threading, torch
+    sys.path.insert(0, sys.argv[3])
+    from runner import _ThreadBan
+
+    ban = _ThreadBan(sys.argv[1], json.loads(sys.argv[2]), nested_ok=False)
+    x = torch.randn(32, 48)
+    cases = {
+        "contiguous": lambda: x.t().contiguous(),
+        "to_half": lambda: x.to(torch.float16),
+        "to_same_dtype": lambda: x.to(torch.float32),
+        "views": lambda: x.reshape(-1).view(32, 48).flatten().narrow(0, 0, 4),
+        "empty_fill": lambda: torch.empty(5).fill_(1.0),
+        "matmul": lambda: x @ x.t(),
+        "add": lambda: x + 1,
+    }
+    found = {}
+    for name, fn in cases.items():
+        fn()  # forward's own thread: the dispatch mode's to judge, never this ban's
+        found[name + "_main"] = ban.take()
+        thread = threading.Thread(target=fn)
+        thread.start()
+        thread.join()
+        found[name] = ban.take()
+    print(json.dumps(found))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory):
+    return thread_ban.library(tmp_path_factory.mktemp("thread_ban"))
+
+
+def _records(tmp_path, library, allowed: set) -> dict:
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            str(library),
+            json.dumps(sorted(allowed)),
+            str(Path(runner.__file__).parent),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_records_refused_ops_of_other_threads_only(tmp_path, library):
+    found = _records(tmp_path, library, set(ALLOWED_OPS))
+    assert all(not v for k, v in found.items() if k.endswith("_main")), found
+    for allowed in ("contiguous", "to_same_dtype", "views", "empty_fill"):
+        assert found[allowed] == [], (allowed, found[allowed])
+    refused_ops = {"to_half": "aten::_to_copy", "matmul": "aten::mm", "add": "aten::add"}
+    for refused, op in refused_ops.items():
+        assert len(found[refused]) == 1 and op in found[refused][0], (refused, found[refused])
+        assert found[refused][0].startswith("torch_fallback: ")
+
+
+def test_copies_are_refused_on_a_data_movement_task(tmp_path, library):
+    found = _records(tmp_path, library, set(ALLOWED_OPS) - COPY_OPS)
+    assert "aten::clone" in found["contiguous"][0]
+    assert found["contiguous_main"] == []
+    assert found["views"] == [] and found["empty_fill"] == []
+
+
+def test_a_missing_compiler_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    with pytest.raises(thread_ban.ThreadBanUnavailable, match="no-such-compiler"):
+        thread_ban.library(tmp_path / "cache")
