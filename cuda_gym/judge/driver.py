@@ -84,8 +84,10 @@ FLUSH_SLACK_MS = 0.02
 # At least one timed call in RECHECK_EVERY is re-checked (random ones), and never fewer than
 # MIN_RECHECKS: a solution that can tell a timed call from a correctness trial and answers
 # garbage fast in more than half of the timed calls (to pull the median down) passes with
-# probability under 0.5 ** MIN_RECHECKS (1.6 %). Kept calls (their inputs and outputs) stay in
-# memory until the timing ends: at most RECHECK_BYTES of them, and never fewer than 2.
+# probability under 0.5 ** MIN_RECHECKS (1.6 %). A kept call's outputs wait on the host until
+# the timing ends, and its inputs are drawn again from their seed for the check (where the
+# task's get_inputs draws the same inputs from the same seed; else they are kept too, on the
+# device): at most RECHECK_BYTES of them, and never fewer than 2.
 RECHECK_EVERY = 4
 MIN_RECHECKS = 6
 RECHECK_BYTES = 4 << 30
@@ -757,7 +759,12 @@ class Driver:
             self.result.violations = list(served.violations)
             self.rep.enter("recheck")
             recheck = Comparison()
-            for k, (inputs_k, fseed_k, out_k) in enumerate(kept):
+            while kept:
+                k = timing.rechecked_calls - len(kept)
+                inputs_k, seed_k, fseed_k, out_k = kept.pop(0)
+                if inputs_k is None:  # drawn again from its seed (_time)
+                    inputs_k = make_inputs(self.task, seed_k, self.device, "as_is")
+                out_k = _to_device(out_k, self.device)
                 roles.make_way(self.rep, self.device)
                 exp_k, exp64_k, scales_k = self._reference(inputs_k, fseed_k)
                 check_outputs_match(
@@ -769,6 +776,7 @@ class Driver:
                     first_trial=k,
                     scales=[scales_k],
                 )
+                del inputs_k, out_k, exp_k, exp64_k, scales_k
             self.result.timing_recheck = ComparisonResult(**vars(recheck))
             self._memory_at("recheck")
             self.result.timing = timing
@@ -821,7 +829,10 @@ class Driver:
     # -- timing ---------------------------------------------------------------------------------
 
     def _time(self, served: Served, expected: list, recheck: bool) -> tuple[TimingStats, list]:
-        """Time `served` on fresh inputs per call; (stats, [(inputs, fseed, outputs)] re-checked).
+        """Time `served` on fresh inputs per call; (stats, the calls to re-check).
+
+        A call to re-check is (inputs or None, seed, forward seed, outputs): None where the
+        inputs are to be drawn again from the seed (outputs then wait on the host).
 
         Warm-up and timed call counts are random (at least the configured ones), and so is
         which timed calls are re-checked; nothing in a call tells the runner which it is.
@@ -843,8 +854,10 @@ class Driver:
             runs = min(runs, max(MIN_TIMED_RUNS, fit))
             warmup = min(warmup, max(1, fit // 8))
         count = max(MIN_RECHECKS, runs // RECHECK_EVERY) if recheck else 0
-        # A kept call's inputs and outputs: about three times its outputs.
-        kept_bytes = 3 * sum(x.nbytes for x in expected if isinstance(x, torch.Tensor))
+        by_seed = count > 0 and self._inputs_reproducible()
+        # A kept call's outputs, or its inputs and outputs (about three times its outputs).
+        kept_bytes = sum(x.nbytes for x in expected if isinstance(x, torch.Tensor))
+        kept_bytes *= 1 if by_seed else 3
         if kept_bytes:
             count = min(count, max(2, RECHECK_BYTES // kept_bytes))
         rechecked = set(self.rng.sample(range(runs), min(count, runs)))
@@ -869,7 +882,9 @@ class Driver:
             flushes.append(flush_ms)
             finishes.append(finish_ms)
             if n in rechecked:
-                kept.append((inputs, fseed, out))
+                held = (None, _to_host(out)) if by_seed else (inputs, out)
+                kept.append((held[0], seed, fseed, held[1]))
+            del inputs, out
         work = sorted(max(0.0, h - round_trip) for h in host)
         median = statistics.median(work)
         p10, p90 = work[len(work) // 10], work[(9 * len(work)) // 10]
@@ -890,10 +905,21 @@ class Driver:
             runs=runs,
             warmup_calls=k,
             rechecked_calls=len(kept),
+            rechecked_by_seed=by_seed,
             runner_event_ms=statistics.median(served.event_ms) if served.event_ms else None,
             runner_trace_ms=served.trace_ms(),
         )
         return stats, kept
+
+    def _inputs_reproducible(self) -> bool:
+        """Whether the task's get_inputs draws the same inputs twice from one seed (bitwise)."""
+        seed = secrets.randbits(62)
+        first = make_inputs(self.task, seed, self.device, "as_is")
+        second = make_inputs(self.task, seed, self.device, "as_is")
+        return len(first) == len(second) and all(
+            bitwise_equal(a, b) if isinstance(a, torch.Tensor) else a == b
+            for a, b in zip(first, second)
+        )
 
     def _profile(self, served: Served, inputs: list, expected: list, fseed: int) -> None:
         """The runner's profile of 3 calls: the agent's table; on CUDA, kernels by origin."""

@@ -249,6 +249,8 @@ class TimingStats:
         runs: Timed calls.
         warmup_calls: Warm-up calls made before them.
         rechecked_calls: Timed calls whose outputs were compared with the reference.
+        rechecked_by_seed: Their inputs were drawn again from their seeds for the check (the
+            task's get_inputs draws the same inputs twice from one seed), not kept.
         finish_ms: Median time from the runner's "done" to its reply (output checks, the
             outputs handed over): not in the time; a candidate's beyond its baselines' is.
         finish_min_ms: The fastest call's finish: a busy host only slows a finish, so the
@@ -277,6 +279,7 @@ class TimingStats:
     runs: int
     warmup_calls: int
     rechecked_calls: int
+    rechecked_by_seed: bool = False
     finish_ms: float = 0.0
     finish_min_ms: float = 0.0
     runner_event_ms: float | None = None

@@ -168,3 +168,23 @@ def test_a_judgement_that_probes_its_task_reports_the_probes_time(tmp_path):
     # The probe is cached from then on: later judgements of the task do not pay for it.
     second = judge.evaluate_reference_as_candidate(task, timing=False)
     assert second.correct and not any(s.startswith("probe") for s in second.stage_times_s)
+
+
+# get_inputs draws other inputs from the same seed each time (Python's random, never seeded).
+UNSEEDED_TASK = TASK.replace("import torch\n", "import random\n\nimport torch\n", 1).replace(
+    "return [torch.randn(64, 128)]", "return [torch.randn(64, 128) + random.random()]"
+)
+
+
+@pytest.mark.parametrize("source, by_seed", [(TASK, True), (UNSEEDED_TASK, False)])
+def test_rechecked_timed_calls_draw_their_inputs_again_only_where_that_gives_the_same(
+    judge, source, by_seed
+):
+    """A re-checked timed call keeps its outputs on the host and draws its inputs again from
+    their seed, unless the task's get_inputs draws other inputs from the same seed: then its
+    inputs are kept (drawn again they would be checked against another answer)."""
+    verdict = judge.evaluate_reference_as_candidate(task_from_string(source, "scaled_relu"))
+    assert verdict.verdict == "accept", verdict.error
+    timing = verdict.flags["candidate_timing"]
+    assert timing["rechecked_calls"] >= 2 and timing["rechecked_by_seed"] is by_seed
+    assert verdict.checks["timing_recheck"] is True

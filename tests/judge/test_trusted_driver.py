@@ -51,6 +51,7 @@ def test_the_candidates_process_holds_no_judge_module_and_is_timed_by_the_driver
     assert verdict.correct, verdict.error
     timing = verdict.flags["candidate_timing"]
     assert timing["runs"] >= judge.config.timed_runs and timing["rechecked_calls"] >= 2
+    assert timing["rechecked_by_seed"] is True  # the builtin task's inputs: drawn again
     assert timing["round_trip_ms"] > 0 and timing["finish_ms"] > 0 and verdict.time_ms["eager"] > 0
     assert verdict.checks["timing_recheck"] is True
 
