@@ -545,9 +545,9 @@ def test_random_xml_values_round_trip() -> None:
 def test_pathological_text_is_scanned_in_linear_time(unit: str, first_error: str) -> None:
     """A megabyte of repeated malformed blocks is parsed quickly, with capped errors."""
     action = (unit * (1_000_000 // len(unit) + 1))[:1_000_000]
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a loaded machine stretches wall time only
     parsed = parse_action(action)
-    assert time.perf_counter() - started < 5.0
+    assert time.process_time() - started < 5.0
     assert parsed.calls == ()
     assert len(parsed.errors) == MAX_ERRORS
     assert parsed.errors[0] == first_error

@@ -1,6 +1,7 @@
 import dataclasses
 import json
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -170,11 +171,27 @@ def test_process_pool_survives_a_hung_job():
     assert results["fast"].ok and results["fast"].value == 0
 
 
-def _locked_span(payload, lock):
+def _holds_with_the_other(payload, lock):
+    """Whether the other worker held its timing lock while this one held its own.
+
+    Each says it started, takes its lock, says it holds it, and (once the other has started)
+    waits a few seconds for the other to say the same: no fixed sleep that a slow start of the
+    other worker on a loaded machine could outlast.
+    """
+    folder, me, other = payload
+    folder = Path(folder)
+    (folder / f"started-{me}").touch()
     with lock:
-        start = time.monotonic()
-        time.sleep(payload)
-        return start, time.monotonic()
+        (folder / f"holds-{me}").touch()
+        deadline = time.monotonic() + 60
+        while not (folder / f"started-{other}").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        deadline = time.monotonic() + 3
+        while not (folder / f"holds-{other}").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen = (folder / f"holds-{other}").exists()
+        (folder / f"holds-{me}").unlink()
+    return seen
 
 
 def _overlap(spans) -> bool:
@@ -217,14 +234,14 @@ def test_a_killed_worker_does_not_keep_the_device_gate():
 
 
 @pytest.mark.parametrize("devices,overlap", [(("0", "1"), True), (("0", "0"), False)])
-def test_process_pool_has_one_timing_lock_per_device(devices, overlap):
+def test_process_pool_has_one_timing_lock_per_device(devices, overlap, tmp_path):
     env = [{"CUDA_VISIBLE_DEVICES": d} for d in devices]
-    target = "tests.synth.test_pipeline:_locked_span"
-    with LocalProcessPool(target, workers=2, timeout_s=60, per_worker_env=env) as pool:
-        for key in ("a", "b"):
-            pool.submit(key, 1.0)
-        spans = [pool.next_result().value for _ in range(2)]
-    assert _overlap(spans) is overlap
+    target = "tests.synth.test_pipeline:_holds_with_the_other"
+    with LocalProcessPool(target, workers=2, timeout_s=120, per_worker_env=env) as pool:
+        for me, other in (("a", "b"), ("b", "a")):
+            pool.submit(me, (str(tmp_path), me, other))
+        seen = [pool.next_result().value for _ in range(2)]
+    assert any(seen) is overlap
 
 
 @pytest.mark.slow
