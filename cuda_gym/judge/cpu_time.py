@@ -105,6 +105,9 @@ BETWEEN_SAMPLES = 30
 MOVE_MIN_SAMPLES = 20
 MOVE_SHARE = 0.5
 OWN_MIN_SHARE = 0.02
+# Python sampled this often on a thread other than its process's main one (Attribution's
+# python_off_main) is `foreign_kernels`: a few samples, not one, so that no stray sample decides.
+PYTHON_OFF_MAIN_SAMPLES = 3
 # The same on the CPU from the runner's whole CPU time (user and kernel, /proc), outside the
 # calls from its load on: an honest runner waits for its next call asleep (OpenMP's workers
 # spin a little after each call), and /proc counts in 10 ms ticks.
@@ -392,6 +395,11 @@ class Attribution:
     # After the first call: samples in PyTorch's own code that is not compute (the allowed
     # copy, fill and view ops, dispatch, allocation).
     torch_runtime: int = 0
+    # After the first call, in calls and between them: samples in Python (the interpreter,
+    # torch's Python bindings) on a thread other than its process's main one. The runner runs
+    # Python on its main thread only, and the solution may start no Python thread: this is
+    # Python that native code of the solution's called from a thread of its own.
+    python_off_main: int = 0
 
     @property
     def total(self) -> int:
@@ -416,6 +424,7 @@ class Attribution:
         self.has_first_call = self.has_first_call or other.has_first_call
         self.first_dominated += other.first_dominated
         self.torch_runtime += other.torch_runtime
+        self.python_off_main += other.python_off_main
 
     def summary(self) -> dict:
         """Counts by place, lost samples and the top bad names (the verdict's flag)."""
@@ -423,6 +432,8 @@ class Attribution:
         report["lost"] = self.lost
         report["lost_to_others"] = round(self.lost_to_others, 1)
         report["torch_runtime"] = self.torch_runtime
+        if self.python_off_main:
+            report["python_off_main"] = self.python_off_main
         report["in_dominated_calls"] = self.dominated
         report["calls"] = self.windows
         report["first_call"] = {p: self.first_call[p] for p in PLACES if self.first_call[p]}
@@ -588,7 +599,7 @@ class Attributor:
         maps = {pid: sorted(m, key=lambda x: x.start) for pid, m in samples.maps.items()}
         inside = []  # (ip, [(place, mapping)], window) of each sample in a window
         torch_addresses: dict[str, set[int]] = {}  # PyTorch's code: named in one batch a library
-        for ip, pid, _, at in samples.rows:
+        for ip, pid, tid, at in samples.rows:
             k = bisect.bisect_right(starts, at) - 1
             if k < 0 or at >= windows[k][1]:
                 if since is None or at < since:
@@ -603,7 +614,7 @@ class Attributor:
                 if place == "torch" and not self.vendor:
                     address = virtual_address(m.path, ip - m.start + m.offset)
                     torch_addresses.setdefault(m.path, set()).add(address)
-            inside.append((ip, found, k))
+            inside.append((ip, found, k, tid != pid))
         names = {
             path: self.symbolizer.names(path, addresses)
             for path, addresses in torch_addresses.items()
@@ -611,8 +622,10 @@ class Attributor:
         calls = [[0, 0] for _ in windows]  # [bad, total] of each window
         first = 0 if since is not None and windows[0][0] == since else None
         out.has_first_call = first is not None
-        for ip, found, k in inside:
+        for ip, found, k, off_main in inside:
             place, name = ("kernel", "") if ip == KERNEL_IP else self._worst(ip, found, names)
+            if off_main and k != first and _in_python(place, found):
+                out.python_off_main += 1
             if k < 0:
                 out.between[place] += 1
                 continue
@@ -1036,6 +1049,13 @@ _MANGLED_NAME = re.compile(
 )
 
 
+def _in_python(place: str, found: list) -> bool:
+    """Whether a sample ran Python: the interpreter, or torch's Python bindings."""
+    return place == "interpreter" or any(
+        Path(m.path).name.startswith("libtorch_python") for _, m in found
+    )
+
+
 def _mangled_allowed(name: str) -> bool:
     """Whether a mangled name holds an identifier that _TORCH_ALLOWED allows."""
     for match in _MANGLED_NAME.finditer(name):
@@ -1056,6 +1076,16 @@ def assess(
     the CPU's rule against work done by allowed copies does not apply).
     """
     found = []
+    if attribution.python_off_main >= PYTHON_OFF_MAIN_SAMPLES:
+        found.append(
+            format_violation(
+                ViolationKind.FOREIGN_KERNELS,
+                f"Python ran on a thread the solution's native code started"
+                f" ({attribution.python_off_main} samples after forward's first call): calls"
+                " back into Python (PyTorch's API, say) from a thread no ban covers; its own"
+                " kernels must do the work",
+            )
+        )
     first = attribution.first_call
     after_first = attribution.total - sum(first[p] for p in PLACES)
     total, bad, dominated = attribution.total, attribution.bad, attribution.dominated

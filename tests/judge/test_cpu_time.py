@@ -474,6 +474,32 @@ def test_the_interpreter_computing_is_foreign_but_the_runners_own_python_is_not(
     assert who.place_of_mapping(pid, python) == "interpreter"
 
 
+def test_python_on_a_thread_other_than_the_main_one_is_foreign():
+    """Native code of the solution's calling back into Python from a thread of its own (PyTorch
+    through its Python API, past the bans on that thread: red-team round 15)."""
+    pid, helper = 4242, 4250
+    python = Mapping(1000, 2000, 0, str(Path(sys.executable).resolve()))
+    bindings = Mapping(
+        3000, 4000, 0, "/opt/venv/lib/python3.11/site-packages/torch/lib/libtorch_python.so"
+    )
+    maps = {pid: {python, bindings}}
+    windows = [(100, 200), (300, 400)]
+    # The main thread's Python (the runner's, forward's own): never counted here.
+    rows = [(1500, pid, pid, at) for at in (110, 120, 310, 320, 330)]
+    got = Attributor().attribute(Samples(rows, 0, maps), windows, since=100)
+    assert got.python_off_main == 0 and not any("thread" in v for v in assess(got))
+    # Another thread's, in the first call only: not counted either (one-time set-up).
+    first_only = rows + [(1500, pid, helper, at) for at in (130, 140, 150)]
+    got = Attributor().attribute(Samples(first_only, 0, maps), windows, since=100)
+    assert got.python_off_main == 0
+    # ... in the later calls and between them: counted, and three samples are foreign_kernels.
+    later = rows + [(1500, pid, helper, 340), (3500, pid, helper, 350), (1500, pid, helper, 250)]
+    got = Attributor().attribute(Samples(later, 0, maps), windows, since=100)
+    assert got.python_off_main == 3
+    found = [v for v in assess(got) if "Python ran on a thread" in v]
+    assert len(found) == 1 and found[0].startswith("foreign_kernels: ")
+
+
 def test_the_first_calls_samples_are_counted_apart():
     pid = 4242
     maps = {pid: {Mapping(1000, 2000, 0, "[vdso]")}}
