@@ -346,6 +346,20 @@ class _Ban:
                 setattr(self.tensor, name, fn)
 
 
+def _switch_refuser(violations: list, name: str):
+    """A stand-in for torch's `name` for the runner's life: records a violation and raises."""
+
+    def refused(*args, **kwargs):
+        if len(violations) < 20:
+            violations.append(
+                f"torch_fallback: torch's {name} called (RecordFunction switched off or"
+                " skipped: a way past the ban on the solution's threads)"
+            )
+        raise RuntimeError(f"torch's {name} is not allowed in a solution")
+
+    return refused
+
+
 class _ThreadBan:
     """The fallback ban on the solution's other threads: the judge's library (thread_ban.cpp).
 
@@ -354,9 +368,23 @@ class _ThreadBan:
     clears the record.
     """
 
-    def __init__(self, path: str, allowed: list, nested_ok: bool) -> None:
+    # The ways past RecordFunction in torch's Python API, which C++ reaches through pybind11 by
+    # names built at run time: its switches (one thread of the solution's switching it off for
+    # itself ran unseen: red-team round 15) and the operator handle's redispatch, which skips
+    # it. Refused for the runner's whole life: a thread may keep what it took before a call.
+    SWITCHES = ("_enable_record_function", "_clear_callbacks", "_set_empty_test_observer")
+
+    def __init__(self, path: str, allowed: list, nested_ok: bool, torch) -> None:
         import ctypes
 
+        import torch.autograd as autograd
+
+        self.violations: list = []
+        places = [(place, n) for place in (torch._C._autograd, autograd) for n in self.SWITCHES]
+        places.append((torch._C._DispatchOperatorHandle, "redispatch_boxed"))
+        for place, name in places:
+            if hasattr(place, name):
+                setattr(place, name, _switch_refuser(self.violations, name))
         self.lib = ctypes.CDLL(path)
         self.lib.cuda_gym_thread_ban_install.argtypes = [ctypes.c_char_p, ctypes.c_int]
         self.lib.cuda_gym_thread_ban_take.argtypes = [ctypes.c_char_p, ctypes.c_long]
@@ -367,11 +395,17 @@ class _ThreadBan:
             raise RuntimeError(f"the thread ban of {path} was installed already")
 
     def take(self) -> list:
+        found, self.violations[:] = list(self.violations), []
         count = self.lib.cuda_gym_thread_ban_take(self.buffer, len(self.buffer))
+        if count < 0:
+            return found + [
+                "torch_fallback: the judge's RecordFunction callback was removed (the ban on"
+                " the solution's threads switched off)"
+            ]
         if not count:
-            return []
+            return found
         names = ", ".join(sorted(set(self.buffer.value.decode().split())))
-        return [
+        return found + [
             f"torch_fallback: PyTorch ops called on a thread of the solution's other than"
             f" forward's ({count} calls: {names}); a thread may call only the ops forward may,"
             " and the solution's own kernels must do the work"
@@ -635,6 +669,7 @@ class Runner:
         self.ban = None
         self.own_calls = None
         self.thread_ban = None  # the ban on the solution's other threads (_ThreadBan)
+        self.moves_data = False  # a data-movement task: PyTorch's copies refused in forward
         self.shared: list = []  # CUDA: the driver's input and output buffers (_ImportedBuffer)
         self.views: dict = {}  # CUDA: views of them by (buffer, spec), kept for later calls
         self._null_ban = None  # the ban guarding empty "banned" calls (no op ever runs in it)
@@ -659,12 +694,16 @@ class Runner:
         _default_build_directories(torch)
         _guard_extension_builds(torch, init.get("compile_extensions", True))
         if init["banned"]:  # before any candidate code runs, which could change `init`
-            self.ban = _Ban(torch, set(init["allowed_ops"]), self.device)
-            self.own_calls = _OwnCalls(torch)
-            if init.get("thread_ban"):
+            if init.get("thread_ban"):  # first: the ban's mode keeps what it finds in place
                 self.thread_ban = _ThreadBan(
-                    init["thread_ban"], init["allowed_ops"], init.get("thread_ban_nested", False)
+                    init["thread_ban"],
+                    init["allowed_ops"],
+                    init.get("thread_ban_nested", False),
+                    torch,
                 )
+            self.ban = _Ban(torch, set(init["allowed_ops"]), self.device)
+            self.moves_data = "aten::copy_" not in init["allowed_ops"]
+            self.own_calls = _OwnCalls(torch)
         try:
             _enter_solution_folder(init["solution_dir"])
             solution = _import_file("model_new", os.path.join(init["solution_dir"], "model_new.py"))
@@ -901,6 +940,15 @@ class Runner:
                 hi = lo + o.untyped_storage().nbytes()
                 if any(lo < a_hi and a_lo < hi for a_lo, a_hi in spans):
                     found.append("output_alias: an output shares memory with an input")
+                elif self.moves_data and not o.is_contiguous():
+                    # Handed over, it is copied into the driver's dense slot: on a task that
+                    # only moves data, that copy (a transpose of a plain copy returned as a
+                    # transposed view) would be the task's work, done outside forward.
+                    found.append(
+                        "no_own_kernel: an output is a strided view, not a dense row-major"
+                        " tensor: on a task that only moves data, the copy that hands it over"
+                        " would do the task's work"
+                    )
             elif not isinstance(o, torch.Tensor) and not _plain(o):
                 found.append(f"output_type: output is a {type(o).__name__}, not a plain Tensor")
         return found

@@ -134,10 +134,12 @@ int cuda_gym_thread_ban_install(const char* allowed, int nested_ok) {
 }
 
 // The ops recorded since the last take, one per line, into `out` (NUL-terminated, at most
-// `size` bytes); returns how many were refused in all since the last take.
+// `size` bytes); returns how many were refused in all since the last take, or -1 when no
+// global callback is left (this one removed).
 long cuda_gym_thread_ban_take(char* out, long size) {
   State* s = state;
   if (s == nullptr || out == nullptr || size <= 0) return 0;
+  if (!at::hasGlobalCallbacks()) return -1;
   std::lock_guard<std::mutex> lock(s->mutex);
   std::string text;
   for (const auto& name : s->found) text += name + "\n";

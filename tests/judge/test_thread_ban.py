@@ -21,7 +21,8 @@ CHILD = textwrap.dedent(
     sys.path.insert(0, sys.argv[3])
     from runner import _ThreadBan
 
-    ban = _ThreadBan(sys.argv[1], json.loads(sys.argv[2]), nested_ok=False)
+    clear = torch._C._autograd._clear_callbacks  # (taken before the ban replaces it)
+    ban = _ThreadBan(sys.argv[1], json.loads(sys.argv[2]), False, torch)
     x = torch.randn(32, 48)
     cases = {
         "contiguous": lambda: x.t().contiguous(),
@@ -40,6 +41,20 @@ CHILD = textwrap.dedent(
         thread.start()
         thread.join()
         found[name] = ban.take()
+    handle = torch._C._dispatch_find_schema_or_throw("aten::clone", "")
+    switches = (
+        lambda: torch.autograd._enable_record_function(False),
+        torch._C._autograd._clear_callbacks,
+        lambda: handle.redispatch_boxed(torch._C.DispatchKeySet(torch._C.DispatchKey.CPU), x),
+    )
+    for switch in switches:
+        try:
+            switch()
+        except RuntimeError:
+            pass
+    found["switches"] = ban.take()
+    clear()  # the callback removed by a way the ban did not refuse
+    found["removed"] = ban.take()
     print(json.dumps(found))
     """
 )
@@ -78,6 +93,10 @@ def test_records_refused_ops_of_other_threads_only(tmp_path, library):
     for refused, op in refused_ops.items():
         assert len(found[refused]) == 1 and op in found[refused][0], (refused, found[refused])
         assert found[refused][0].startswith("torch_fallback: ")
+    # RecordFunction's switches in torch's Python API are refused, and a removed callback told
+    assert len(found["switches"]) == 3, found["switches"]
+    assert all(v.startswith("torch_fallback: torch's ") for v in found["switches"])
+    assert len(found["removed"]) == 1 and "callback was removed" in found["removed"][0]
 
 
 def test_copies_are_refused_on_a_data_movement_task(tmp_path, library):
