@@ -328,22 +328,29 @@ class _Ban:
 
     @contextlib.contextmanager
     def active(self):
-        for name in self.saved:
-            setattr(self.tensor, name, self._refuse(name))
-        try:
-            with self.mode:
-                # Set once the mode is on its stack, put back before it comes off (its exit
-                # pops it through torch's Python API).
-                for module, name, _, refused in self.escapes:
-                    setattr(module, name, refused)
-                try:
-                    yield
-                finally:
-                    for module, name, fn, _ in self.escapes:
-                        setattr(module, name, fn)
-        finally:
-            for name, fn in self.saved.items():
-                setattr(self.tensor, name, fn)
+        stand_ins = {name: self._refuse(name) for name in self.saved}
+        with self.mode:
+            # Set once the mode is on its stack, put back before it comes off (its exit pops it
+            # through torch's Python API): what forward put in their place is dropped while
+            # the mode still judges it (a stand-in of the solution's whose destructor ran
+            # PyTorch's copy once the ban was lifted: red-team round 16).
+            for name, refused in stand_ins.items():
+                setattr(self.tensor, name, refused)
+            for module, name, _, refused in self.escapes:
+                setattr(module, name, refused)
+            try:
+                yield
+            finally:
+                places = [
+                    (self.tensor, name, fn, stand_ins[name]) for name, fn in self.saved.items()
+                ]
+                for place, name, fn, refused in places + self.escapes:
+                    if getattr(place, name, None) is not refused and len(self.violations) < 20:
+                        self.violations.append(
+                            f"torch_fallback: {name} was replaced inside ModelNew.forward (a"
+                            " stand-in of the judge's)"
+                        )
+                    setattr(place, name, fn)
 
 
 def _switch_refuser(violations: list, name: str):
