@@ -488,6 +488,8 @@ class Attributor:
             NVIDIA wheels, Triton and CuPy are runtime (their host code launches and waits).
         judge_libraries: Libraries of the judge's own that the runner loads (the thread ban's
             callback, cuda_gym.judge.thread_ban): runtime, by exact path.
+        moves_data: The task only moves data (the probe's finding): Python's samples count
+            with PyTorch's allowed copies against a forward with almost no own code.
     """
 
     def __init__(
@@ -500,8 +502,10 @@ class Attributor:
         device: str = "cpu",
         library_index: str | None = None,
         judge_libraries: tuple[str, ...] = (),
+        moves_data: bool = False,
     ) -> None:
         self.own_hashes = own_hashes
+        self.moves_data = moves_data
         self.judge_libraries = frozenset(judge_libraries)
         self.library_index = library_index
         self.device = device
@@ -888,7 +892,8 @@ class CpuWatch:
             self.code_remapped |= remapped_code(samples.images)
             self._accounted += _inside(samples.rows, self._accounting)
         self._windows, self._accounting = [], []
-        found = assess(self.total, self.attributor.device, own_calls, self.attributor.vendor)
+        who = self.attributor
+        found = assess(self.total, who.device, own_calls, who.vendor, who.moves_data)
         self.check_code()
         if self.code_remapped:
             names = ", ".join(sorted(Path(p).name for p in self.code_remapped))
@@ -1066,7 +1071,11 @@ def _mangled_allowed(name: str) -> bool:
 
 
 def assess(
-    attribution: Attribution, device: str = "cpu", own_calls: int = 0, vendor: bool = False
+    attribution: Attribution,
+    device: str = "cpu",
+    own_calls: int = 0,
+    vendor: bool = False,
+    moves_data: bool = False,
 ) -> list[str]:
     """The violations an attribution shows: `foreign_kernels`, `async_work` (or none).
 
@@ -1122,6 +1131,10 @@ def assess(
     # call of the solution's own function only for show.
     own_after = attribution.counts["own"] - first["own"]
     moved = attribution.torch_runtime
+    if moves_data:
+        # On a task that only moves data Python moves it too: libpython's buffer copies (a
+        # strided Py_buffer filled in Fortran order is a transpose: red-team round 16).
+        moved += attribution.counts["interpreter"] - first["interpreter"]
     if (
         device == "cpu"
         and not vendor  # (there PyTorch's GEMMs count as its runtime too, and are allowed)
@@ -1132,8 +1145,9 @@ def assess(
         found.append(
             format_violation(
                 ViolationKind.NO_OWN_KERNEL,
-                f"{100 * attribution.torch_runtime / after_first:.0f}% of forward's sampled CPU"
-                f" time after its first call ran in PyTorch's allowed copy, fill and view ops and"
+                f"{100 * moved / after_first:.0f}% of forward's sampled CPU time after its first"
+                f" call ran in PyTorch's allowed copy, fill and view ops"
+                f"{' or in Python' if moves_data else ''} and"
                 f" {100 * own_after / after_first:.0f}% in the solution's own code: its own"
                 " kernels must do the work",
             )

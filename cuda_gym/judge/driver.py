@@ -531,6 +531,7 @@ class Driver:
                 extension_dirs=extension_dirs,
                 library_index=req.library_index,
                 judge_libraries=(req.thread_ban,) if req.thread_ban else (),
+                moves_data=req.data_movement,
                 vendor=req.allow_vendor_libraries,
                 device=self.device,
             )

@@ -75,6 +75,12 @@ _PYTHON_BY_NAME = re.compile(
     r"^(?:PyImport_\w+|PyRun_\w+|Py_CompileString\w*|PyEval_EvalCode\w*|Py_CompileStringObject)"
     r"(?:@.*)?$"
 )
+# Python's own bulk copies of buffers: a strided Py_buffer filled from memory in Fortran order
+# is a transpose done by libpython (red-team round 16), a memoryview's the same from Python.
+_PYTHON_BUFFER_COPY = re.compile(
+    r"^(?:PyBuffer_FromContiguous|PyBuffer_ToContiguous|PyObject_CopyData|PyBuffer_GetPointer"
+    r"|PyMemoryView_FromBuffer|PyMemoryView_FromMemory|PyMemoryView_GetContiguous)(?:@.*)?$"
+)
 # In any case (MKL exports SGEMM, SGEMM_64, sgemm_64_, ...).
 # Also under a vendor's prefix: NumPy's bundled OpenBLAS exports scipy_cblas_sgemm64_.
 _BLAS = re.compile(
@@ -315,6 +321,7 @@ def bad_symbol(
         or _BLAS.match(symbol)
         or _RUNTIME_LOOKUP.match(symbol)
         or _PYTHON_BY_NAME.match(symbol)
+        or _PYTHON_BUFFER_COPY.match(symbol)
         or _OWN_INTERPRETERS.match(symbol)
         or _PROFILER_STATE.search(symbol)
     ):

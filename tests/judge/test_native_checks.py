@@ -111,6 +111,9 @@ def test_a_nested_kernel_file_may_include_its_folders_own_headers(where, line, a
         # RecordFunction's per-thread switch, written through its getter (the thread ban's
         # callback would not run on that thread).
         "at::get_record_function_tls_()",
+        # libpython's bulk buffer copies (a Fortran-order fill is a transpose: round 16).
+        "PyBuffer_FromContiguous",
+        "PyMemoryView_FromBuffer",
         "dl_iterate_phdr@GLIBC_2.2.5",
         "dladdr@GLIBC_2.34",
         "PyImport_ImportModule",
