@@ -17,6 +17,7 @@ own (a kernels/ extension, load_inline) get it: Python alone cannot start a nati
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -47,14 +48,16 @@ def _compiler() -> str:
     return os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or "c++"
 
 
-def _key() -> str:
+@functools.lru_cache(maxsize=8)
+def _key(compiler: str) -> str:
+    """The build's key: the source, torch and the compiler (read once per process)."""
     spec = importlib.util.find_spec("torch")
     torch_dir = str(Path(spec.origin).parent) if spec and spec.origin else ""
     try:
         version = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
         version = ""
-    payload = [SOURCE.read_text(), version, torch_dir, _compiler(), sys.version_info[:2]]
+    payload = [SOURCE.read_text(), version, torch_dir, compiler, sys.version_info[:2]]
     return hashlib.sha256(json.dumps(payload).encode()).hexdigest()[:24]
 
 
@@ -63,7 +66,7 @@ def library(cache_dir: Path) -> Path:
 
     Raises ThreadBanUnavailable with the compiler's message when it cannot be built.
     """
-    folder = Path(cache_dir) / FOLDER / _key()
+    folder = Path(cache_dir) / FOLDER / _key(_compiler())
     path = folder / LIBRARY
     if path.is_file():
         return path
