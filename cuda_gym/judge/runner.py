@@ -22,6 +22,7 @@ import array
 import contextlib
 import ctypes
 import functools
+import gc
 import importlib.util
 import json
 import mmap
@@ -33,6 +34,7 @@ import tempfile
 import time
 import traceback
 import types
+import weakref
 
 # The runner's clock, taken before any solution code runs: a solution that replaces
 # time.perf_counter (its own process's: the driver times from outside) must not have its
@@ -353,16 +355,17 @@ class _Ban:
                     setattr(place, name, fn)
 
 
-def _switch_refuser(violations: list, name: str):
+def _switch_refuser(violations: list, name: str, what: str = ""):
     """A stand-in for torch's `name` for the runner's life: records a violation and raises."""
+    what = what or (
+        f"torch's {name} called (RecordFunction switched off or skipped: a way past the ban on"
+        " the solution's threads)"
+    )
 
     def refused(*args, **kwargs):
         if len(violations) < 20:
-            violations.append(
-                f"torch_fallback: torch's {name} called (RecordFunction switched off or"
-                " skipped: a way past the ban on the solution's threads)"
-            )
-        raise RuntimeError(f"torch's {name} is not allowed in a solution")
+            violations.append(f"torch_fallback: {what}")
+        raise RuntimeError(f"{name} is not allowed in a solution")
 
     return refused
 
@@ -382,8 +385,6 @@ class _ThreadBan:
     SWITCHES = ("_enable_record_function", "_clear_callbacks", "_set_empty_test_observer")
 
     def __init__(self, path: str, allowed: list, nested_ok: bool, torch) -> None:
-        import ctypes
-
         import torch.autograd as autograd
 
         self.violations: list = []
@@ -396,10 +397,15 @@ class _ThreadBan:
         self.lib.cuda_gym_thread_ban_install.argtypes = [ctypes.c_char_p, ctypes.c_int]
         self.lib.cuda_gym_thread_ban_take.argtypes = [ctypes.c_char_p, ctypes.c_long]
         self.lib.cuda_gym_thread_ban_take.restype = ctypes.c_long
+        self.lib.cuda_gym_thread_ban_watch_serving.argtypes = [ctypes.c_int]
         self.buffer = ctypes.create_string_buffer(4096)
         names = "\n".join(sorted(allowed)).encode()
         if self.lib.cuda_gym_thread_ban_install(names, int(nested_ok)) != 0:
             raise RuntimeError(f"the thread ban of {path} was installed already")
+
+    def watch(self, on: bool) -> None:
+        """Judge this (the serving) thread's ops too, or leave them to forward's mode."""
+        self.lib.cuda_gym_thread_ban_watch_serving(int(on))
 
     def take(self) -> list:
         found, self.violations[:] = list(self.violations), []
@@ -417,6 +423,129 @@ class _ThreadBan:
             f" forward's ({count} calls: {names}); a thread may call only the ops forward may,"
             " and the solution's own kernels must do the work"
         ]
+
+
+class _MainThread:
+    """What keeps code of the solution's off the runner's thread outside forward's ban.
+
+    Forward runs under the ban; the runner's own steps around it (placing the inputs, handing
+    the outputs over, waiting for the next call) run no code of the solution's, except through
+    Python's hooks: a finalizer run by the cyclic garbage collector (any allocation can start
+    it), or when the runner drops what forward returned or touched (an object forward hung on
+    an output or an input: a tensor's attribute, a weak reference's callback), a signal
+    handler, a profile or trace function. Such code could call PyTorch with no ban on (a
+    transpose task's copy, done while the outputs are handed over: red-team round 16's
+    residual). So, for a banned runner's life: the collector is off (collections are run under
+    the ban, when due); what forward saw is dropped under the ban when it carries anything of
+    the solution's; Python signal handlers may not be set; a profile or trace function forward
+    leaves on this thread is a violation (and removed).
+    """
+
+    # Collect under the ban once this many allocations have piled up (CPython's own default
+    # threshold for its youngest generation); older generations as CPython would.
+    YOUNG = 700
+
+    def __init__(self, violations: list, installed: tuple) -> None:
+        import signal
+
+        self.violations = violations
+        self.installed = installed  # the directories of Python's and torch's own code
+        self.handlers = {n: signal.getsignal(n) for n in signal.valid_signals()}
+        self.thresholds = gc.get_threshold()
+
+    def take_over(self) -> None:
+        """After the solution is loaded: collector off, signal handlers refused from now on."""
+        import signal
+
+        gc.disable()
+        changed = [
+            str(n)
+            for n, was in self.handlers.items()
+            if signal.getsignal(n) is not was and self._solutions(signal.getsignal(n))
+        ]
+        if changed:
+            self._violation(f"signal handlers set by the solution (signals {', '.join(changed)})")
+        for module in (signal, sys.modules.get("_signal")):
+            if module is not None and hasattr(module, "signal"):
+                module.signal = self._handler_refuser(module.signal)
+
+    def _solutions(self, handler) -> bool:
+        """Whether a signal handler is code of the solution's (not Python's or torch's)."""
+        if not callable(handler):
+            return False  # SIG_DFL, SIG_IGN
+        path = getattr(getattr(handler, "__code__", None), "co_filename", None)
+        return not (isinstance(path, str) and os.path.realpath(path).startswith(self.installed))
+
+    def _handler_refuser(self, set_handler):
+        refused = _switch_refuser(
+            self.violations,
+            "signal.signal",
+            "signal.signal called with a handler (Python run on the runner's thread at any"
+            " moment, outside the ban)",
+        )
+
+        def guarded(signalnum, handler):
+            if callable(handler):
+                return refused()
+            return set_handler(signalnum, handler)
+
+        return guarded
+
+    def check(self, profile=None) -> None:
+        """Under the ban, after forward and after a drop: the collector and hooks as left.
+
+        `profile`: the runner's own profile function, on while forward's own calls are counted.
+        """
+        if gc.isenabled():
+            gc.disable()
+            self._violation("Python's garbage collector switched on")
+        if sys.gettrace() is not None:
+            sys.settrace(None)
+            self._violation("a trace function set on the runner's thread")
+        if sys.getprofile() is not profile:
+            sys.setprofile(profile)
+            self._violation("a profile function set on the runner's thread")
+
+    def collection_due(self) -> bool:
+        return gc.get_count()[0] >= self.YOUNG
+
+    def collect(self) -> None:
+        """One collection, of the generations CPython would collect now (under the ban)."""
+        counts = gc.get_count()
+        generation = 0
+        if counts[1] >= self.thresholds[1]:
+            generation = 2 if counts[2] >= self.thresholds[2] else 1
+        gc.collect(generation)
+
+    @staticmethod
+    def carries_extras(torch, values, depth: int = 0) -> bool:
+        """Whether dropping `values` could run code of the solution's (see the class)."""
+        for v in values:
+            if v is None or type(v) in (bool, int, float, str):
+                continue
+            if type(v) in (list, tuple) and depth < 2:
+                if _MainThread.carries_extras(torch, v, depth + 1):
+                    return True
+                continue
+            if type(v) is not torch.Tensor or weakref.getweakrefcount(v) or vars(v):
+                return True
+        return False
+
+    @staticmethod
+    def strip(torch, values, depth: int = 0) -> None:
+        """Empty the attribute dictionaries of the tensors in `values` (under the ban)."""
+        for v in values:
+            if type(v) in (list, tuple) and depth < 2:
+                _MainThread.strip(torch, v, depth + 1)
+            elif type(v) is torch.Tensor and vars(v):
+                vars(v).clear()
+
+    def _violation(self, what: str) -> None:
+        if len(self.violations) < 20:
+            self.violations.append(
+                f"torch_fallback: {what}: a way to run the solution's code on the runner's"
+                " thread outside the ban"
+            )
 
 
 class _OwnCalls:
@@ -439,6 +568,7 @@ class _OwnCalls:
         )
         self.count = 0
         self._known: dict[int, bool] = {}
+        self.hook = self._hook  # one bound method, so that the runner can tell it by identity
 
     def _own(self, fn) -> bool:
         key = id(fn)
@@ -490,7 +620,7 @@ class _OwnCalls:
 
     @contextlib.contextmanager
     def active(self):
-        sys.setprofile(self._hook)
+        sys.setprofile(self.hook)
         try:
             yield
         finally:
@@ -677,6 +807,8 @@ class Runner:
         self.own_calls = None
         self.thread_ban = None  # the ban on the solution's other threads (_ThreadBan)
         self.moves_data = False  # a data-movement task: PyTorch's copies refused in forward
+        self.main = None  # a banned runner's keeper of its thread outside forward (_MainThread)
+        self.retired: list = []  # CUDA: views replaced, dropped at the call's end under the ban
         self.shared: list = []  # CUDA: the driver's input and output buffers (_ImportedBuffer)
         self.views: dict = {}  # CUDA: views of them by (buffer, spec), kept for later calls
         self._null_ban = None  # the ban guarding empty "banned" calls (no op ever runs in it)
@@ -711,6 +843,7 @@ class Runner:
             self.ban = _Ban(torch, set(init["allowed_ops"]), self.device)
             self.moves_data = "aten::copy_" not in init["allowed_ops"]
             self.own_calls = _OwnCalls(torch)
+            self.main = _MainThread(self.ban.violations, self.own_calls.not_own)
         try:
             _enter_solution_folder(init["solution_dir"])
             solution = _import_file("model_new", os.path.join(init["solution_dir"], "model_new.py"))
@@ -734,6 +867,9 @@ class Runner:
             failed = "Error building extension" in text or "ninja" in text.lower()
             return {"error": text, "build_failed": failed, "weights_not_copied": []}
         self.model = model
+        if self.main is not None:
+            self.main.take_over()
+        self._watch(True)
         if self.device == "cuda":
             self.waits.sleep()
         return {"error": None, "build_failed": False, "weights_not_copied": missing}
@@ -780,9 +916,11 @@ class Runner:
             return
         self.waits.spin()
         self._primed = True
+        self._watch(False)
         if self._prime_buf is None:
             self._prime_buf = self.torch.zeros(1, device="cuda")
         self._prime_buf.zero_()
+        self._watch(True)
         self.torch.cuda.synchronize()
 
     def _buffer(self, fd: int, size: int):
@@ -822,6 +960,8 @@ class Runner:
             view, made = kept
             if (view.shape, view.stride(), view.data_ptr(), view.requires_grad) == made:
                 return view
+        if kept is not None:  # (what forward hung on it is dropped under the ban: _settle)
+            self.retired.append(self.views.pop(key))
         view = self._place(buf, spec)
         self.views[key] = (view, (view.shape, view.stride(), view.data_ptr(), False))
         return view
@@ -842,6 +982,7 @@ class Runner:
 
     def call(self, req: dict, fds: list) -> dict:
         """Serve one CallRequest; the CallReply."""
+        self._watch(False)  # the runner's own steps (forward's ops: its mode judges them)
         started_at = _clock()
         torch = self.torch
         reply = empty_reply(req["call_id"])
@@ -860,20 +1001,25 @@ class Runner:
         slots = [self._placed(1, out_buf, s) if s["dtype"] else None for s in req["outputs"]]
         if req["kind"] == "profile":
             reply["profile_rows"] = self.profile(args, req["profile_runs"])
+            self._watch(True)
             return reply
         threads_before = _thread_ids()
         own_before = self.own_calls.count if self.own_calls else 0
         events = self._events() if req.get("events") is True else None
         marks = [started_at] if events else None
+        counting = req.get("count_own_calls", False)
         try:
             self._seed(req["forward_seed"])
             if events:
                 marks.append(_clock())
                 events[0].record()
-            self._fresh_state()
-            with torch.no_grad(), self._guard(req.get("count_own_calls", False)):
+            with torch.no_grad(), self._guard(counting):
+                self._fresh_state()  # (the values it drops are dropped under the ban)
                 out = self.model(*args)
                 outputs = _outputs_of(out)  # under the ban, before "done"
+                if self.main is not None:
+                    self.main.check(self.own_calls.hook if counting else None)
+            self._watch(True)
             if events:
                 events[1].record()
                 marks.append(_clock())
@@ -881,6 +1027,7 @@ class Runner:
             if events:
                 marks.append(_clock())
         except BaseException as exc:  # the candidate's failure: reported, the runner goes on
+            self._watch(True)
             reply["error"] = _short_traceback(exc)
             reply["violations"] = self._violations()
             return reply
@@ -889,13 +1036,16 @@ class Runner:
         _send(self.sock, {"call_id": req["call_id"], "done": True, "nonce": req.get("nonce")})
         started = _thread_ids() - threads_before
         reply["own_calls"] = (self.own_calls.count - own_before) if self.own_calls else 0
-        reply["violations"] = self._violations() + self._output_violations(outputs, args)
+        reply["violations"] = self._output_violations(outputs, args)
         reply["values"], reply["error"] = self._deliver(outputs, req["outputs"], slots)
+        held = [out, outputs, args, slots, in_buf, out_buf]
+        del out, outputs, args, slots, in_buf, out_buf
+        self._settle(held)
+        reply["violations"] = self._violations() + reply["violations"]
         self._sync()
         if self.device == "cuda" and not timed:
             # Forward's freed temporaries back to the device before the driver's next reference
             # pass, which needs room of its own (timed calls keep them: no allocation in them).
-            del out, outputs
             torch.cuda.empty_cache()
         if events:
             reply["event_ms"] = events[0].elapsed_time(events[1])
@@ -907,6 +1057,33 @@ class Runner:
                     "async_work: ModelNew.forward started a host thread that outlived the call"
                 )
         return reply
+
+    def _settle(self, held: list) -> None:
+        """Drop what forward saw and returned, under the ban where that could run its code.
+
+        Also CUDA views the call replaced, and a garbage collection when one is due
+        (_MainThread). Nothing to drop that carries anything of the solution's (the common
+        case) and no collection due: no ban, whose guard would lengthen every call's finish.
+        """
+        if self.main is None:
+            held.clear()
+            return
+        extras = self.retired or _MainThread.carries_extras(self.torch, held)
+        if not (extras or self.main.collection_due()):
+            held.clear()
+            return
+        with self.torch.no_grad(), self._guard():
+            _MainThread.strip(self.torch, held)  # (CUDA: the inputs' views outlive the call)
+            held.clear()
+            self.retired.clear()
+            if self.main.collection_due():
+                self.main.collect()
+            self.main.check()
+
+    def _watch(self, on: bool) -> None:
+        """The thread ban judges this thread's ops too (outside forward and the runner's steps)."""
+        if self.thread_ban is not None:
+            self.thread_ban.watch(on)
 
     def _events(self):
         """Two timing events around forward, for a traced call on CUDA (diagnostics only)."""
@@ -982,7 +1159,11 @@ class Runner:
             if o.device.type != self.device:
                 return values, f"output {k} is on {o.device}, not on {self.device}"
             if o.numel():
-                slot.copy_(o)
+                self._watch(False)
+                try:
+                    slot.copy_(o)
+                finally:
+                    self._watch(True)
         return values, None
 
     def profile(self, args: list, runs: int) -> list:
@@ -1028,10 +1209,13 @@ class Runner:
 
     def share(self, message: dict, fds: list) -> None:
         """CUDA: map the driver's input and output buffers from their file descriptors."""
+        with self.torch.no_grad(), self._guard():  # (what forward hung on the views: _settle)
+            self.views = {}
+            self.retired.clear()
+        self._watch(False)
         for buf in self.shared:
             buf.close(self.torch)
         self.shared = []
-        self.views = {}
         sizes = (
             (message["input_bytes"], message["input_alloc"]),
             (message["output_bytes"], message["output_alloc"]),
@@ -1039,6 +1223,7 @@ class Runner:
         self.shared = [
             _ImportedBuffer(self.torch, fd, n, alloc) for fd, (n, alloc) in zip(fds, sizes)
         ]
+        self._watch(True)
 
 
 def _with_arguments(load, edit):

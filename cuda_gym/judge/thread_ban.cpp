@@ -6,6 +6,8 @@
 // RecordFunction callback sees every op the dispatcher runs, on any thread, and records each
 // op outside the allowed set (or a copy that changes the dtype) called from a thread other than
 // the one that installed it (the runner's, whose ops in forward its dispatch mode judges).
+// Outside forward and its own steps the runner has that thread watched too (`watch_serving`):
+// there only code of the solution's could call an op (a finalizer, a storage's deleter).
 //
 // An exception from a callback would be swallowed by RecordFunction: the op is recorded, not
 // stopped, and the runner reports it as a violation (which can only make a verdict worse).
@@ -34,6 +36,7 @@ struct State {
   std::thread::id serving;
   bool nested_ok = false;  // vendor tasks: ops of other threads while the serving one is in an op
   std::atomic<int> serving_depth{0};
+  std::atomic<bool> watch_serving{false};  // the serving thread judged as the others are
   std::atomic<long> count{0};
   std::mutex mutex;
   std::vector<std::string> found;
@@ -66,16 +69,18 @@ bool converts_dtype(const std::string& name, c10::ArrayRef<const c10::IValue> in
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   State* s = state;
   if (s == nullptr) return nullptr;
-  if (std::this_thread::get_id() == s->serving) {
+  const bool serving = std::this_thread::get_id() == s->serving;
+  if (serving) {
     if (s->nested_ok) s->serving_depth.fetch_add(1, std::memory_order_relaxed);
-    return nullptr;
+    if (!s->watch_serving.load(std::memory_order_relaxed)) return nullptr;
   }
   const char* raw = fn.name();
   if (raw == nullptr) return nullptr;
   std::string name(raw);
   if (s->composite.count(name)) return nullptr;
   if (s->allowed.count(name) && !converts_dtype(name, fn.inputs())) return nullptr;
-  if (s->nested_ok && s->serving_depth.load(std::memory_order_relaxed) > 0) return nullptr;
+  if (!serving && s->nested_ok && s->serving_depth.load(std::memory_order_relaxed) > 0)
+    return nullptr;
   s->count.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(s->mutex);
   if (s->found.size() < kMaxFound) s->found.push_back(name);
@@ -131,6 +136,12 @@ int cuda_gym_thread_ban_install(const char* allowed, int nested_ok) {
                             .needsInputs(true)
                             .scopes({at::RecordScope::FUNCTION}));
   return 0;
+}
+
+// Judge the serving thread's ops too (on != 0) or leave them to the runner's mode (0).
+void cuda_gym_thread_ban_watch_serving(int on) {
+  State* s = state;
+  if (s != nullptr) s->watch_serving.store(on != 0, std::memory_order_relaxed);
 }
 
 // The ops recorded since the last take, one per line, into `out` (NUL-terminated, at most

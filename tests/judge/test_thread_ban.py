@@ -41,6 +41,10 @@ CHILD = textwrap.dedent(
         thread.start()
         thread.join()
         found[name] = ban.take()
+        ban.watch(True)  # the runner's thread outside forward: judged as the others are
+        fn()
+        ban.watch(False)
+        found[name + "_watched"] = ban.take()
     handle = torch._C._dispatch_find_schema_or_throw("aten::clone", "")
     switches = (
         lambda: torch.autograd._enable_record_function(False),
@@ -88,11 +92,12 @@ def test_records_refused_ops_of_other_threads_only(tmp_path, library):
     found = _records(tmp_path, library, set(ALLOWED_OPS))
     assert all(not v for k, v in found.items() if k.endswith("_main")), found
     for allowed in ("contiguous", "to_same_dtype", "views", "empty_fill"):
-        assert found[allowed] == [], (allowed, found[allowed])
+        assert found[allowed] == [] == found[allowed + "_watched"], (allowed, found)
     refused_ops = {"to_half": "aten::_to_copy", "matmul": "aten::mm", "add": "aten::add"}
     for refused, op in refused_ops.items():
-        assert len(found[refused]) == 1 and op in found[refused][0], (refused, found[refused])
-        assert found[refused][0].startswith("torch_fallback: ")
+        for key in (refused, refused + "_watched"):
+            assert len(found[key]) == 1 and op in found[key][0], (key, found[key])
+            assert found[key][0].startswith("torch_fallback: ")
     # RecordFunction's switches in torch's Python API are refused, and a removed callback told
     assert len(found["switches"]) == 3, found["switches"]
     assert all(v.startswith("torch_fallback: torch's ") for v in found["switches"])

@@ -1,0 +1,96 @@
+"""The runner's thread outside forward (runner._MainThread): no collector, signal handler,
+profile or trace function of the solution's runs there outside the ban."""
+
+import gc
+import signal
+import sys
+
+import pytest
+import torch
+
+import cuda_gym.judge.runner as runner
+
+
+@pytest.fixture
+def main_thread(monkeypatch):
+    monkeypatch.setattr(signal, "signal", signal.signal)
+    monkeypatch.setattr(sys.modules["_signal"], "signal", sys.modules["_signal"].signal)
+    monkeypatch.setattr(signal, "getsignal", signal.getsignal)
+    keeper = runner._MainThread([], runner._OwnCalls(torch).not_own)
+    yield keeper
+    gc.enable()
+
+
+def test_take_over_turns_the_collector_off_and_refuses_handlers(main_thread):
+    main_thread.take_over()
+    assert not gc.isenabled() and main_thread.violations == []
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # not a handler: allowed
+    signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+    for setter in (signal.signal, sys.modules["_signal"].signal):
+        with pytest.raises(RuntimeError, match="not allowed"):
+            setter(signal.SIGUSR1, lambda *a: None)
+    assert len(main_thread.violations) == 2
+    assert all(v.startswith("torch_fallback: signal.signal") for v in main_thread.violations)
+
+
+def test_a_handler_set_while_loading_is_a_violation(main_thread, monkeypatch):
+    handler = lambda *a: None  # noqa: E731 (code of the "solution's": this file)
+    real = signal.getsignal
+    monkeypatch.setattr(signal, "getsignal", lambda n: handler if n == signal.SIGUSR2 else real(n))
+    main_thread.take_over()
+    assert len(main_thread.violations) == 1
+    assert f"signals {int(signal.SIGUSR2)}" in main_thread.violations[0]
+
+
+def test_check_undoes_the_collector_and_hooks_forward_left(main_thread):
+    main_thread.take_over()
+    main_thread.check()
+    assert main_thread.violations == []
+    gc.enable()
+    sys.settrace(lambda *a: None)
+    sys.setprofile(lambda *a: None)
+    main_thread.check()
+    assert sys.gettrace() is None and sys.getprofile() is None and not gc.isenabled()
+    found = " ".join(main_thread.violations)
+    assert len(main_thread.violations) == 3 and "collector" in found and "trace" in found
+    own = runner._OwnCalls(torch)
+    sys.setprofile(own.hook)  # the runner's own, while forward's calls are counted
+    main_thread.check(own.hook)
+    assert sys.getprofile() is own.hook and len(main_thread.violations) == 3
+    sys.setprofile(None)
+
+
+def test_extras_are_anything_dropping_could_run_code_for():
+    plain = [torch.ones(2), (torch.zeros(1), None, 3), [1.5, "x"]]
+    assert not runner._MainThread.carries_extras(torch, plain)
+    tagged = torch.ones(2)
+    tagged.keep = object()
+    assert runner._MainThread.carries_extras(torch, [plain, [tagged]])
+    runner._MainThread.strip(torch, [[tagged]])
+    assert not runner._MainThread.carries_extras(torch, [tagged])
+
+    class Out(tuple):
+        pass
+
+    assert runner._MainThread.carries_extras(torch, [Out()])
+    watched = torch.ones(1)
+    ref = __import__("weakref").ref(watched, lambda r: None)
+    assert runner._MainThread.carries_extras(torch, [watched]) and ref() is watched
+
+
+def test_collect_runs_a_due_collection(main_thread):
+    main_thread.take_over()
+    freed = []
+
+    class Cycle:
+        def __init__(self):
+            self.me = self
+
+        def __del__(self):
+            freed.append(True)
+
+    Cycle()
+    kept = [[] for _ in range(runner._MainThread.YOUNG)]  # nothing collects while it is off
+    assert not freed and main_thread.collection_due() and len(kept)
+    main_thread.collect()
+    assert freed
