@@ -518,27 +518,33 @@ class _MainThread:
         gc.collect(generation)
 
     @staticmethod
-    def carries_extras(torch, values, depth: int = 0) -> bool:
-        """Whether dropping `values` could run code of the solution's (see the class)."""
+    def carries_extras(torch, values) -> bool:
+        """Whether dropping `values` could run code of the solution's (see the class).
+
+        `values` holds tensors, plain values and lists or tuples of them; anything else (a
+        subclass, an object of the solution's, deeper nesting) carries extras. Microseconds:
+        it runs after every call, in the finish the judge charges beyond its baselines'.
+        """
+        tensor, plain, count = torch.Tensor, (bool, int, float, str), weakref.getweakrefcount
         for v in values:
-            if v is None or type(v) in (bool, int, float, str):
-                continue
-            if type(v) in (list, tuple) and depth < 2:
-                if _MainThread.carries_extras(torch, v, depth + 1):
+            kind = type(v)
+            items = v if kind is list or kind is tuple else (v,)
+            for w in items:
+                kind = type(w)
+                if kind is tensor:
+                    if count(w) or vars(w):
+                        return True
+                elif not (w is None or kind in plain):
                     return True
-                continue
-            if type(v) is not torch.Tensor or weakref.getweakrefcount(v) or vars(v):
-                return True
         return False
 
     @staticmethod
-    def strip(torch, values, depth: int = 0) -> None:
+    def strip(torch, values) -> None:
         """Empty the attribute dictionaries of the tensors in `values` (under the ban)."""
         for v in values:
-            if type(v) in (list, tuple) and depth < 2:
-                _MainThread.strip(torch, v, depth + 1)
-            elif type(v) is torch.Tensor and vars(v):
-                vars(v).clear()
+            for w in v if type(v) in (list, tuple) else (v,):
+                if type(w) is torch.Tensor and vars(w):
+                    vars(w).clear()
 
     def _violation(self, what: str) -> None:
         if len(self.violations) < 20:
