@@ -398,10 +398,15 @@ class _ThreadBan:
         self.lib.cuda_gym_thread_ban_take.argtypes = [ctypes.c_char_p, ctypes.c_long]
         self.lib.cuda_gym_thread_ban_take.restype = ctypes.c_long
         self.lib.cuda_gym_thread_ban_watch_serving.argtypes = [ctypes.c_int]
+        self.lib.cuda_gym_thread_ban_allow_copy.argtypes = [ctypes.c_void_p]
         self.buffer = ctypes.create_string_buffer(4096)
         names = "\n".join(sorted(allowed)).encode()
         if self.lib.cuda_gym_thread_ban_install(names, int(nested_ok)) != 0:
             raise RuntimeError(f"the thread ban of {path} was installed already")
+
+    def allow_copy(self, address) -> None:
+        """Pass this thread's next `aten::copy_` into the tensor whose data is at `address`."""
+        self.lib.cuda_gym_thread_ban_allow_copy(address)
 
     def watch(self, on: bool) -> None:
         """Judge this (the serving) thread's ops too, or leave them to forward's mode."""
@@ -433,12 +438,14 @@ class _MainThread:
     Python's hooks: a finalizer run by the cyclic garbage collector (any allocation can start
     it), or when the runner drops what forward returned or touched (an object forward hung on
     an output or an input: a tensor's attribute, a weak reference's callback), a signal
-    handler, a profile or trace function. Such code could call PyTorch with no ban on (a
-    transpose task's copy, done while the outputs are handed over: red-team round 16's
-    residual). So, for a banned runner's life: the collector is off (collections are run under
-    the ban, when due); what forward saw is dropped under the ban when it carries anything of
-    the solution's; Python signal handlers may not be set; a profile or trace function forward
-    leaves on this thread is a violation (and removed).
+    handler, a profile or trace function, an audit hook. Such code could call PyTorch with no
+    ban on (a transpose task's copy, done while the outputs are handed over: red-team round
+    16's residual; or before forward, on the input's `mmap`: round 17). So, for a banned
+    runner's life: the collector is off (collections are run under the ban, when due); what
+    forward saw is dropped under the ban when it carries anything of the solution's; Python
+    signal handlers and audit hooks may not be set; a profile or trace function forward leaves
+    on this thread is a violation (and removed). Where the thread ban's library is loaded, it
+    judges this thread's ops everywhere but in forward (Runner._guard).
     """
 
     # Collect under the ban once this many allocations have piled up (CPython's own default
@@ -452,6 +459,23 @@ class _MainThread:
         self.installed = installed  # the directories of Python's and torch's own code
         self.handlers = {n: signal.getsignal(n) for n in signal.valid_signals()}
         self.thresholds = gc.get_threshold()
+
+    def refuse_audit_hooks(self) -> None:
+        """Before the solution is loaded: no audit hook can be added from now on.
+
+        An audit hook runs on whichever thread raises an audited event: on this one at the
+        runner's own steps (`mmap`, `os.listdir`, every ctypes call), outside the ban (red-team
+        round 17: a hook on the input's `mmap` had PyTorch transpose it before forward). Hooks
+        cannot be removed; a hook raising RuntimeError on "sys.addaudithook" refuses every
+        later one, from Python, ctypes or C alike.
+        """
+
+        def audit(event, args):
+            if event == "sys.addaudithook":
+                self._violation("an audit hook added")
+                raise RuntimeError("audit hooks are not allowed in a solution")
+
+        sys.addaudithook(audit)
 
     def take_over(self) -> None:
         """After the solution is loaded: collector off, signal handlers refused from now on."""
@@ -850,6 +874,7 @@ class Runner:
             self.moves_data = "aten::copy_" not in init["allowed_ops"]
             self.own_calls = _OwnCalls(torch)
             self.main = _MainThread(self.ban.violations, self.own_calls.not_own)
+            self.main.refuse_audit_hooks()
         try:
             _enter_solution_folder(init["solution_dir"])
             solution = _import_file("model_new", os.path.join(init["solution_dir"], "model_new.py"))
@@ -988,7 +1013,6 @@ class Runner:
 
     def call(self, req: dict, fds: list) -> dict:
         """Serve one CallRequest; the CallReply."""
-        self._watch(False)  # the runner's own steps (forward's ops: its mode judges them)
         started_at = _clock()
         torch = self.torch
         reply = empty_reply(req["call_id"])
@@ -1007,7 +1031,6 @@ class Runner:
         slots = [self._placed(1, out_buf, s) if s["dtype"] else None for s in req["outputs"]]
         if req["kind"] == "profile":
             reply["profile_rows"] = self.profile(args, req["profile_runs"])
-            self._watch(True)
             return reply
         threads_before = _thread_ids()
         own_before = self.own_calls.count if self.own_calls else 0
@@ -1025,7 +1048,6 @@ class Runner:
                 outputs = _outputs_of(out)  # under the ban, before "done"
                 if self.main is not None:
                     self.main.check(self.own_calls.hook if counting else None)
-            self._watch(True)
             if events:
                 events[1].record()
                 marks.append(_clock())
@@ -1033,7 +1055,6 @@ class Runner:
             if events:
                 marks.append(_clock())
         except BaseException as exc:  # the candidate's failure: reported, the runner goes on
-            self._watch(True)
             reply["error"] = _short_traceback(exc)
             reply["violations"] = self._violations()
             return reply
@@ -1078,13 +1099,18 @@ class Runner:
         if not (extras or self.main.collection_due()):
             held.clear()
             return
-        with self.torch.no_grad(), self._guard():
+        with self.torch.no_grad(), self._guard(forward=False):
             _MainThread.strip(self.torch, held)  # (CUDA: the inputs' views outlive the call)
             held.clear()
             self.retired.clear()
             if self.main.collection_due():
                 self.main.collect()
             self.main.check()
+
+    def _allow_copy(self, slot) -> None:
+        """Let the thread ban pass the runner's one copy into `slot` (None: no copy now)."""
+        if self.thread_ban is not None:
+            self.thread_ban.allow_copy(slot.data_ptr() if slot is not None else None)
 
     def _watch(self, on: bool) -> None:
         """The thread ban judges this thread's ops too (outside forward and the runner's steps)."""
@@ -1097,13 +1123,24 @@ class Runner:
             return None
         return [self.torch.cuda.Event(enable_timing=True) for _ in range(2)]
 
-    def _guard(self, count_own_calls: bool = False):
+    def _guard(self, count_own_calls: bool = False, forward: bool = True):
+        """The ban, entered; for forward (`forward`) the thread ban leaves this thread to it.
+
+        Everywhere else the thread ban judges this thread's ops too (_watch): the runner's own
+        steps call only allowed ops (views of the driver's buffers; its copy into a slot is
+        allowed once, by address), so any other op there is code of the solution's.
+        """
         if self.ban is None:
             return contextlib.nullcontext()
         stack = contextlib.ExitStack()
         if count_own_calls:
             stack.enter_context(self.own_calls.active())
         stack.enter_context(self.ban.active())
+        if forward and self.thread_ban is not None:
+            # Forward's ops are the mode's to judge: the callback would also see the ops nested
+            # inside an allowed one. Back on before the mode comes off.
+            self._watch(False)
+            stack.callback(self._watch, True)
         return stack
 
     def _violations(self) -> list:
@@ -1165,11 +1202,11 @@ class Runner:
             if o.device.type != self.device:
                 return values, f"output {k} is on {o.device}, not on {self.device}"
             if o.numel():
-                self._watch(False)
+                self._allow_copy(slot)
                 try:
                     slot.copy_(o)
                 finally:
-                    self._watch(True)
+                    self._allow_copy(None)
         return values, None
 
     def profile(self, args: list, runs: int) -> list:
@@ -1194,8 +1231,8 @@ class Runner:
                     if on_cuda
                     else torch.autograd.profiler.record_function("ModelNew.forward (whole call)")
                 )
-                self._fresh_state()
                 with whole, self._guard():
+                    self._fresh_state()
                     self.model(*call_args)
             self._sync()
         self._violations()  # the correctness calls reported them
@@ -1215,7 +1252,7 @@ class Runner:
 
     def share(self, message: dict, fds: list) -> None:
         """CUDA: map the driver's input and output buffers from their file descriptors."""
-        with self.torch.no_grad(), self._guard():  # (what forward hung on the views: _settle)
+        with self.torch.no_grad(), self._guard(forward=False):  # (as in _settle)
             self.views = {}
             self.retired.clear()
         self._watch(False)

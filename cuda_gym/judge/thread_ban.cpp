@@ -17,6 +17,7 @@
 #include <ATen/record_function.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -37,6 +38,8 @@ struct State {
   bool nested_ok = false;  // vendor tasks: ops of other threads while the serving one is in an op
   std::atomic<int> serving_depth{0};
   std::atomic<bool> watch_serving{false};  // the serving thread judged as the others are
+  // The runner's own copy of an output into the driver's slot, allowed once while watched.
+  std::atomic<uintptr_t> allowed_copy{0};
   std::atomic<long> count{0};
   std::mutex mutex;
   std::vector<std::string> found;
@@ -66,6 +69,15 @@ bool converts_dtype(const std::string& name, c10::ArrayRef<const c10::IValue> in
   return false;
 }
 
+// The runner's copy into the slot it announced (cuda_gym_thread_ban_allow_copy): taken once.
+bool runner_copy(State* s, c10::ArrayRef<const c10::IValue> in) {
+  uintptr_t wanted = s->allowed_copy.load();
+  if (wanted == 0 || in.empty() || !in[0].isTensor()) return false;
+  const auto& dst = in[0].toTensor();
+  if (!dst.has_storage() || reinterpret_cast<uintptr_t>(dst.data_ptr()) != wanted) return false;
+  return s->allowed_copy.compare_exchange_strong(wanted, 0);
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   State* s = state;
   if (s == nullptr) return nullptr;
@@ -78,6 +90,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (raw == nullptr) return nullptr;
   std::string name(raw);
   if (s->composite.count(name)) return nullptr;
+  if (serving && name == "aten::copy_" && runner_copy(s, fn.inputs())) return nullptr;
   if (s->allowed.count(name) && !converts_dtype(name, fn.inputs())) return nullptr;
   if (!serving && s->nested_ok && s->serving_depth.load(std::memory_order_relaxed) > 0)
     return nullptr;
@@ -142,6 +155,13 @@ int cuda_gym_thread_ban_install(const char* allowed, int nested_ok) {
 void cuda_gym_thread_ban_watch_serving(int on) {
   State* s = state;
   if (s != nullptr) s->watch_serving.store(on != 0, std::memory_order_relaxed);
+}
+
+// Allow the serving thread one `aten::copy_` into the tensor whose data starts at `dst` (the
+// runner's copy of an output into the driver's slot), while it is watched.
+void cuda_gym_thread_ban_allow_copy(void* dst) {
+  State* s = state;
+  if (s != nullptr) s->allowed_copy.store(reinterpret_cast<uintptr_t>(dst));
 }
 
 // The ops recorded since the last take, one per line, into `out` (NUL-terminated, at most

@@ -3,7 +3,9 @@ profile or trace function of the solution's runs there outside the ban."""
 
 import gc
 import signal
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -94,3 +96,26 @@ def test_collect_runs_a_due_collection(main_thread):
     assert not freed and main_thread.collection_due() and len(kept)
     main_thread.collect()
     assert freed
+
+
+def test_audit_hooks_are_refused_once_the_runner_refuses_them(tmp_path):
+    # In a child: an audit hook stays for the process's life.
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import sys, torch\n"
+        f"sys.path.insert(0, {str(Path(runner.__file__).parent)!r})\n"
+        "import runner\n"
+        "found = []\n"
+        "keeper = runner._MainThread(found, ())\n"
+        "keeper.refuse_audit_hooks()\n"
+        "ran = []\n"
+        "sys.addaudithook(lambda event, args: ran.append(event))  # refused, silently\n"
+        "open(__file__).close()\n"
+        "print(len(ran), found)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    count, found = done.stdout.strip().split(" ", 1)
+    assert count == "0" and "audit hook added" in found

@@ -45,6 +45,18 @@ CHILD = textwrap.dedent(
         fn()
         ban.watch(False)
         found[name + "_watched"] = ban.take()
+    slot = torch.empty(32, 48)  # the runner's copy into a slot: allowed once, by address
+    ban.watch(True)
+    ban.allow_copy(slot.data_ptr())
+    slot.copy_(x)
+    found["slot_copy"] = ban.take()
+    slot.copy_(x)
+    found["slot_copy_again"] = ban.take()
+    ban.allow_copy(torch.empty(4).data_ptr())
+    slot.copy_(x)
+    ban.allow_copy(None)
+    found["other_slot_copy"] = ban.take()
+    ban.watch(False)
     handle = torch._C._dispatch_find_schema_or_throw("aten::clone", "")
     switches = (
         lambda: torch.autograd._enable_record_function(False),
@@ -109,6 +121,9 @@ def test_copies_are_refused_on_a_data_movement_task(tmp_path, library):
     assert "aten::clone" in found["contiguous"][0]
     assert found["contiguous_main"] == []
     assert found["views"] == [] and found["empty_fill"] == []
+    assert found["slot_copy"] == []
+    assert "aten::copy_" in found["slot_copy_again"][0]
+    assert "aten::copy_" in found["other_slot_copy"][0]
 
 
 def test_a_missing_compiler_is_a_clear_error(tmp_path, monkeypatch):
