@@ -477,6 +477,61 @@ class _MainThread:
 
         sys.addaudithook(audit)
 
+    # The dispatcher's registration methods of torch.library's Library objects (and of any
+    # object torch made at import, like its meta registrations' library).
+    IMPLS = ("impl", "impl_t_t", "impl_with_aoti_compile")
+    FALLBACKS = ("fallback", "fallback_fallthrough")
+
+    def refuse_kernel_overrides(self, torch) -> None:
+        """Before the solution is loaded: no kernel of its own for an op that exists already.
+
+        A Python kernel registered for an allowed op (`aten::fill_` on the CPU, through
+        `torch.library.Library("aten", "IMPL").impl`) runs below the dispatch mode, which judges
+        the op by its name, so whatever it calls is judged by nobody (red-team round 18: fill_
+        made to transpose, reward 1). So are fallbacks, which run for every op at a dispatch
+        key. The solution's own ops (a new namespace) stay allowed, and so do Meta kernels
+        (torch registers some lazily; they never run on real tensors).
+        """
+        existing = set(torch._C._dispatch_get_all_op_names())
+        existing |= {name.split(".", 1)[0] for name in existing}
+        module = torch._C._DispatchModule
+        for name in self.IMPLS:
+            if hasattr(module, name):
+                setattr(module, name, self._impl_refuser(getattr(module, name), existing, name))
+        for name in self.FALLBACKS:
+            if hasattr(module, name):
+                setattr(module, name, self._fallback_refuser(name))
+
+    # Refused registrations are skipped, not raised: the solution loads (its import would
+    # otherwise fail before any call could report the violation), and the op keeps its kernel.
+    def _fallback_refuser(self, method: str):
+        def refused(*args, **kwargs):
+            self._violation(f"a dispatcher fallback registered (torch.library {method})")
+
+        return refused
+
+    def _impl_refuser(self, impl, existing: set, method: str):
+        def refused():
+            self._violation(
+                "a kernel registered for one of PyTorch's ops (torch.library impl: it runs"
+                " below the ban, which judges the op by its name)"
+            )
+
+        def guarded(library, *args, **kwargs):
+            names = [a for a in args if isinstance(a, str)]
+            if method == "impl_with_aoti_compile" and len(names) >= 2:
+                names = [f"{names[0]}::{names[1]}", *names[2:]]
+            op = names[0] if names else ""
+            dispatch = names[1] if len(names) > 1 else kwargs.get("dispatch", "")
+            qualified = op if "::" in op else f"aten::{op}"
+            if dispatch != "Meta" and (
+                qualified in existing or qualified.split(".", 1)[0] in existing
+            ):
+                return refused()
+            return impl(library, *args, **kwargs)
+
+        return guarded
+
     def take_over(self) -> None:
         """After the solution is loaded: collector off, signal handlers refused from now on."""
         import signal
@@ -875,6 +930,7 @@ class Runner:
             self.own_calls = _OwnCalls(torch)
             self.main = _MainThread(self.ban.violations, self.own_calls.not_own)
             self.main.refuse_audit_hooks()
+            self.main.refuse_kernel_overrides(torch)
         try:
             _enter_solution_folder(init["solution_dir"])
             solution = _import_file("model_new", os.path.join(init["solution_dir"], "model_new.py"))

@@ -119,3 +119,24 @@ def test_audit_hooks_are_refused_once_the_runner_refuses_them(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     count, found = done.stdout.strip().split(" ", 1)
     assert count == "0" and "audit hook added" in found
+
+
+def test_kernels_for_torchs_ops_are_refused_new_ops_allowed(monkeypatch):
+    module = torch._C._DispatchModule
+    for name in runner._MainThread.IMPLS + runner._MainThread.FALLBACKS:
+        if hasattr(module, name):
+            monkeypatch.setattr(module, name, getattr(module, name))
+    keeper = runner._MainThread([], ())
+    keeper.refuse_kernel_overrides(torch)
+    aten = torch.library.Library("aten", "IMPL")
+    aten.impl("fill_.Tensor", lambda out, value: out, "CPU")  # skipped, recorded
+    x = torch.zeros(3)
+    x.fill_(torch.tensor(2.0))
+    assert x.tolist() == [2.0, 2.0, 2.0]
+    assert len(keeper.violations) == 1 and "kernel registered" in keeper.violations[0]
+    own = torch.library.Library("cuda_gym_test_main_thread", "DEF")
+    own.define("twice(Tensor x) -> Tensor")
+    own.impl("twice", lambda t: t * 2, "CPU")  # the solution's own op: allowed
+    assert torch.ops.cuda_gym_test_main_thread.twice(torch.ones(1)).item() == 2.0
+    assert len(keeper.violations) == 1
+    del aten, own
