@@ -250,6 +250,20 @@ class _Ban:
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 name = func._schema.name
+                if types:
+                    # A tensor subclass of the solution's with a __torch_dispatch__ of its
+                    # own: called once the mode lets the op through, with the mode popped,
+                    # whatever it runs would be judged by nobody (red-team round 19: a
+                    # subclass handed to the allowed fill_ transposed with PyTorch's copy).
+                    if len(violations) < 20:
+                        violations.append(
+                            f"torch_fallback: a tensor subclass with its own"
+                            f" __torch_dispatch__ handed to {func} inside ModelNew.forward"
+                        )
+                    raise RuntimeError(
+                        "tensor subclasses with __torch_dispatch__ are not allowed inside"
+                        " ModelNew.forward"
+                    )
                 if name not in allowed or _converts_dtype(torch, name, args, kwargs or {}):
                     if len(violations) < 20:
                         violations.append(f"torch_fallback: {func} called inside ModelNew.forward")
@@ -455,6 +469,7 @@ class _MainThread:
     def __init__(self, violations: list, installed: tuple) -> None:
         import signal
 
+        self.torch = None  # set by refuse_kernel_overrides
         self.violations = violations
         self.installed = installed  # the directories of Python's and torch's own code
         self.handlers = {n: signal.getsignal(n) for n in signal.valid_signals()}
@@ -480,6 +495,15 @@ class _MainThread:
     # The dispatcher's registration methods of torch.library's Library objects (and of any
     # object torch made at import, like its meta registrations' library).
     IMPLS = ("impl", "impl_t_t", "impl_with_aoti_compile")
+    # The Python dispatcher: on, it runs the Python kernels `OpOverload.py_impl` registers (for
+    # the CPU key too) below the ban (red-team round 19, switched on at import: reward 1).
+    PYTHON_DISPATCHER = ("_EnablePythonDispatcher", "_DisablePythonDispatcher")
+    # Their parameters naming the op, then the dispatch key (pybind11's names).
+    IMPL_PARAMETERS = {
+        "impl": ("name", "dispatch"),
+        "impl_t_t": ("name", "dispatch"),
+        "impl_with_aoti_compile": ("ns", "op_name_with_overload", "dispatch"),
+    }
     FALLBACKS = ("fallback", "fallback_fallthrough")
 
     def refuse_kernel_overrides(self, torch) -> None:
@@ -494,21 +518,26 @@ class _MainThread:
         """
         existing = set(torch._C._dispatch_get_all_op_names())
         existing |= {name.split(".", 1)[0] for name in existing}
+        self.torch = torch
+        for name in self.PYTHON_DISPATCHER:
+            if hasattr(torch._C, name):
+                setattr(torch._C, name, self._skipper(f"the Python dispatcher (torch._C.{name})"))
         module = torch._C._DispatchModule
         for name in self.IMPLS:
             if hasattr(module, name):
                 setattr(module, name, self._impl_refuser(getattr(module, name), existing, name))
         for name in self.FALLBACKS:
             if hasattr(module, name):
-                setattr(module, name, self._fallback_refuser(name))
+                what = f"a dispatcher fallback (torch.library {name})"
+                setattr(module, name, self._skipper(what))
 
-    # Refused registrations are skipped, not raised: the solution loads (its import would
-    # otherwise fail before any call could report the violation), and the op keeps its kernel.
-    def _fallback_refuser(self, method: str):
-        def refused(*args, **kwargs):
-            self._violation(f"a dispatcher fallback registered (torch.library {method})")
+    # Refused calls here are skipped, not raised: the solution loads (its import would otherwise
+    # fail before any call could report the violation), and nothing of the dispatcher changes.
+    def _skipper(self, what: str):
+        def skipped(*args, **kwargs):
+            self._violation(f"{what} used")
 
-        return refused
+        return skipped
 
     def _impl_refuser(self, impl, existing: set, method: str):
         def refused():
@@ -517,16 +546,20 @@ class _MainThread:
                 " below the ban, which judges the op by its name)"
             )
 
+        params = self.IMPL_PARAMETERS[method]
+
         def guarded(library, *args, **kwargs):
-            names = [a for a in args if isinstance(a, str)]
-            if method == "impl_with_aoti_compile" and len(names) >= 2:
-                names = [f"{names[0]}::{names[1]}", *names[2:]]
-            op = names[0] if names else ""
-            dispatch = names[1] if len(names) > 1 else kwargs.get("dispatch", "")
+            # By the binding's own parameter names, positional or not; a name that is not
+            # exactly a str (bytes, an object of the solution's) is refused with the rest.
+            values = list(args[: len(params)])
+            values += [kwargs.get(p) for p in params[len(values) :]]
+            *names, dispatch = values
+            if any(type(n) is not str for n in names):
+                return refused()
+            op = "::".join(names)
+            key = getattr(dispatch, "name", dispatch)  # a DispatchKey or its name
             qualified = op if "::" in op else f"aten::{op}"
-            if dispatch != "Meta" and (
-                qualified in existing or qualified.split(".", 1)[0] in existing
-            ):
+            if key != "Meta" and (qualified in existing or qualified.split(".", 1)[0] in existing):
                 return refused()
             return impl(library, *args, **kwargs)
 
@@ -544,6 +577,7 @@ class _MainThread:
         ]
         if changed:
             self._violation(f"signal handlers set by the solution (signals {', '.join(changed)})")
+        self.check_dispatch(modes=0)
         for module in (signal, sys.modules.get("_signal")):
             if module is not None and hasattr(module, "signal"):
                 module.signal = self._handler_refuser(module.signal)
@@ -584,6 +618,22 @@ class _MainThread:
         if sys.getprofile() is not profile:
             sys.setprofile(profile)
             self._violation("a profile function set on the runner's thread")
+        self.check_dispatch(modes=1)
+
+    def check_dispatch(self, modes: int) -> None:
+        """The dispatcher's state on this thread as the runner left it.
+
+        `modes` dispatch modes (the ban's, under it) and no Python dispatcher (red-team round
+        19: a mode of the solution's left on the stack at import, the dispatcher switched on).
+        """
+        torch = self.torch
+        if torch is None:
+            return
+        if torch._C._len_torch_dispatch_stack() != modes:
+            self._violation("a dispatch mode of the solution's left on the runner's thread")
+        key = torch._C.DispatchKey.PythonDispatcher
+        if torch._C._dispatch_tls_is_dispatch_key_included(key):
+            self._violation("the Python dispatcher switched on")
 
     def collection_due(self) -> bool:
         return gc.get_count()[0] >= self.YOUNG

@@ -140,3 +140,40 @@ def test_kernels_for_torchs_ops_are_refused_new_ops_allowed(monkeypatch):
     assert torch.ops.cuda_gym_test_main_thread.twice(torch.ones(1)).item() == 2.0
     assert len(keeper.violations) == 1
     del aten, own
+
+
+def test_keyword_names_and_the_python_dispatcher_are_refused(monkeypatch):
+    module = torch._C._DispatchModule
+    for name in runner._MainThread.IMPLS + runner._MainThread.FALLBACKS:
+        if hasattr(module, name):
+            monkeypatch.setattr(module, name, getattr(module, name))
+    for name in runner._MainThread.PYTHON_DISPATCHER:
+        monkeypatch.setattr(torch._C, name, getattr(torch._C, name))
+    keeper = runner._MainThread([], ())
+    keeper.refuse_kernel_overrides(torch)
+    aten = torch.library.Library("aten", "IMPL")
+    aten.m.impl(name="fill_.Tensor", dispatch="CPU", func=lambda out, value: out)
+    aten.m.impl(b"fill_.Tensor", "CPU", lambda out, value: out)  # not a str: refused too
+    assert torch._C._EnablePythonDispatcher() is None  # skipped
+    keeper.check_dispatch(modes=0)
+    assert len(keeper.violations) == 3, keeper.violations
+    x = torch.zeros(2)
+    x.fill_(torch.tensor(1.0))
+    assert x.tolist() == [1.0, 1.0]
+    with torch.utils._python_dispatch.TorchDispatchMode():
+        keeper.check_dispatch(modes=0)  # a mode left on the stack
+    assert "dispatch mode" in keeper.violations[-1]
+    del aten
+
+
+def test_the_ban_refuses_ops_that_reach_a_subclass_dispatch():
+    class Carrier(torch.Tensor):
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            return func(*[a.as_subclass(torch.Tensor) for a in args], **(kwargs or {}))
+
+    ban = runner._Ban(torch, {"aten::fill_", "aten::empty"}, "cpu")
+    carrier = torch.ones(()).as_subclass(Carrier)
+    with ban.active(), pytest.raises(RuntimeError, match="subclass"):
+        torch.empty(3).fill_(carrier)
+    assert len(ban.violations) == 1 and "subclass" in ban.violations[0]
