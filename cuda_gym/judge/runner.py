@@ -40,6 +40,21 @@ import weakref
 # time.perf_counter (its own process's: the driver times from outside) must not have its
 # code run by the runner's wait for the next call (that would be work between calls).
 _clock = time.perf_counter
+# Likewise the functions the runner's checks of its own thread call (_MainThread): a solution
+# reaches these modules (`torch.sys.modules["gc"]`) and could replace what they hold.
+_gc_isenabled, _gc_disable, _gc_collect, _gc_get_count = (
+    gc.isenabled,
+    gc.disable,
+    gc.collect,
+    gc.get_count,
+)
+_gettrace, _settrace, _getprofile, _setprofile = (
+    sys.gettrace,
+    sys.settrace,
+    sys.getprofile,
+    sys.setprofile,
+)
+_weakrefs = weakref.getweakrefcount
 MAX_MESSAGE_BYTES = 1 << 20
 # The binder of kernel-only workspaces (copied beside kernels_ext; launch.py in older builds).
 PLAIN_LAUNCHERS = ("kernels_launch.py", "launch.py")
@@ -472,6 +487,7 @@ class _MainThread:
         self.torch = None  # set by refuse_kernel_overrides
         self.violations = violations
         self.installed = installed  # the directories of Python's and torch's own code
+        self.getsignal = signal.getsignal  # (taken before the solution can replace it)
         self.handlers = {n: signal.getsignal(n) for n in signal.valid_signals()}
         self.thresholds = gc.get_threshold()
 
@@ -519,6 +535,11 @@ class _MainThread:
         existing = set(torch._C._dispatch_get_all_op_names())
         existing |= {name.split(".", 1)[0] for name in existing}
         self.torch = torch
+        self.dispatch_queries = (  # (taken before the solution can replace them)
+            torch._C._len_torch_dispatch_stack,
+            torch._C._dispatch_tls_is_dispatch_key_included,
+            torch._C.DispatchKey.PythonDispatcher,
+        )
         for name in self.PYTHON_DISPATCHER:
             if hasattr(torch._C, name):
                 setattr(torch._C, name, self._skipper(f"the Python dispatcher (torch._C.{name})"))
@@ -569,11 +590,11 @@ class _MainThread:
         """After the solution is loaded: collector off, signal handlers refused from now on."""
         import signal
 
-        gc.disable()
+        _gc_disable()
         changed = [
             str(n)
             for n, was in self.handlers.items()
-            if signal.getsignal(n) is not was and self._solutions(signal.getsignal(n))
+            if self.getsignal(n) is not was and self._solutions(self.getsignal(n))
         ]
         if changed:
             self._violation(f"signal handlers set by the solution (signals {', '.join(changed)})")
@@ -609,14 +630,14 @@ class _MainThread:
 
         `profile`: the runner's own profile function, on while forward's own calls are counted.
         """
-        if gc.isenabled():
-            gc.disable()
+        if _gc_isenabled():
+            _gc_disable()
             self._violation("Python's garbage collector switched on")
-        if sys.gettrace() is not None:
-            sys.settrace(None)
+        if _gettrace() is not None:
+            _settrace(None)
             self._violation("a trace function set on the runner's thread")
-        if sys.getprofile() is not profile:
-            sys.setprofile(profile)
+        if _getprofile() is not profile:
+            _setprofile(profile)
             self._violation("a profile function set on the runner's thread")
         self.check_dispatch(modes=1)
 
@@ -626,25 +647,24 @@ class _MainThread:
         `modes` dispatch modes (the ban's, under it) and no Python dispatcher (red-team round
         19: a mode of the solution's left on the stack at import, the dispatcher switched on).
         """
-        torch = self.torch
-        if torch is None:
+        if self.torch is None:
             return
-        if torch._C._len_torch_dispatch_stack() != modes:
+        stack_depth, included, key = self.dispatch_queries
+        if stack_depth() != modes:
             self._violation("a dispatch mode of the solution's left on the runner's thread")
-        key = torch._C.DispatchKey.PythonDispatcher
-        if torch._C._dispatch_tls_is_dispatch_key_included(key):
+        if included(key):
             self._violation("the Python dispatcher switched on")
 
     def collection_due(self) -> bool:
-        return gc.get_count()[0] >= self.YOUNG
+        return _gc_get_count()[0] >= self.YOUNG
 
     def collect(self) -> None:
         """One collection, of the generations CPython would collect now (under the ban)."""
-        counts = gc.get_count()
+        counts = _gc_get_count()
         generation = 0
         if counts[1] >= self.thresholds[1]:
             generation = 2 if counts[2] >= self.thresholds[2] else 1
-        gc.collect(generation)
+        _gc_collect(generation)
 
     @staticmethod
     def carries_extras(torch, values) -> bool:
@@ -654,7 +674,7 @@ class _MainThread:
         subclass, an object of the solution's, deeper nesting) carries extras. Microseconds:
         it runs after every call, in the finish the judge charges beyond its baselines'.
         """
-        tensor, plain, count = torch.Tensor, (bool, int, float, str), weakref.getweakrefcount
+        tensor, plain, count = torch.Tensor, (bool, int, float, str), _weakrefs
         for v in values:
             kind = type(v)
             items = v if kind is list or kind is tuple else (v,)
@@ -755,11 +775,11 @@ class _OwnCalls:
 
     @contextlib.contextmanager
     def active(self):
-        sys.setprofile(self.hook)
+        _setprofile(self.hook)
         try:
             yield
         finally:
-            sys.setprofile(None)
+            _setprofile(None)
 
 
 def _spin_s(message: dict) -> float:
