@@ -469,10 +469,13 @@ class Driver:
                     "init_path": str(self.init_path),
                     "banned": banned,
                     "allowed_ops": sorted(allowed),
-                    # The ban on the solution's other threads too (judge/thread_ban.py); on a
-                    # vendor task the parts of an allowed GEMM's run on OpenMP's threads.
+                    # The ban on the solution's other threads and on what runs inside an
+                    # allowed op (judge/thread_ban.py); on a vendor task a GEMM's insides pass
+                    # (a convolution's bias add, OpenMP's threads).
                     "thread_ban": self.req.thread_ban if candidate and banned else None,
-                    "thread_ban_nested": self.req.allow_vendor_libraries,
+                    "thread_ban_opaque": (
+                        sorted(VENDOR_LIBRARY_OPS) if self.req.allow_vendor_libraries else []
+                    ),
                     "compile_model": compile_model,
                     "compile_extensions": self.req.compile_extensions or not candidate,
                 },

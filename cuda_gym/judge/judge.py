@@ -450,8 +450,10 @@ class Judge:
             # The runner's own builds (and, on a GPU, Triton's launchers) count as the
             # solution's code unless they copy a library of the machine's.
             request["library_index"] = str(library_copies.index_file(cfg.resolved_cache_dir))
-        if not reference_as_candidate and (build.module_dir or builds_extensions(source)):
-            # Native code of the solution's can start threads outside forward's fallback ban.
+        if not reference_as_candidate:
+            # Native code of the solution's can start threads outside forward's fallback ban,
+            # and any solution's code could make an allowed op run more than itself: the
+            # library judges both (thread_ban.cpp).
             try:
                 request["thread_ban"] = str(thread_ban.library(cfg.resolved_cache_dir))
             except thread_ban.ThreadBanUnavailable as exc:

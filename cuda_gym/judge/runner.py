@@ -403,9 +403,13 @@ class _ThreadBan:
     """The fallback ban on the solution's other threads: the judge's library (thread_ban.cpp).
 
     Its RecordFunction callback records each op outside `allowed` (or a copy that changes the
-    dtype) that a thread other than this one calls, from its installation on; `take` reads and
-    clears the record.
+    dtype) that a thread other than this one calls, from its installation on, and this
+    thread's at the level `watch` sets: every op (ALL), the ops called inside another op
+    (NESTED: forward, whose own calls the mode judges) or none (OFF). `opaque`: allowed ops
+    whose insides pass (a vendor task's GEMMs). `take` reads and clears the record.
     """
+
+    OFF, ALL, NESTED = 0, 1, 2
 
     # The ways past RecordFunction in torch's Python API, which C++ reaches through pybind11 by
     # names built at run time: its switches (one thread of the solution's switching it off for
@@ -413,7 +417,7 @@ class _ThreadBan:
     # it. Refused for the runner's whole life: a thread may keep what it took before a call.
     SWITCHES = ("_enable_record_function", "_clear_callbacks", "_set_empty_test_observer")
 
-    def __init__(self, path: str, allowed: list, nested_ok: bool, torch) -> None:
+    def __init__(self, path: str, allowed: list, opaque: list, torch) -> None:
         import torch.autograd as autograd
 
         self.violations: list = []
@@ -423,23 +427,23 @@ class _ThreadBan:
             if hasattr(place, name):
                 setattr(place, name, _switch_refuser(self.violations, name))
         self.lib = ctypes.CDLL(path)
-        self.lib.cuda_gym_thread_ban_install.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        self.lib.cuda_gym_thread_ban_install.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
         self.lib.cuda_gym_thread_ban_take.argtypes = [ctypes.c_char_p, ctypes.c_long]
         self.lib.cuda_gym_thread_ban_take.restype = ctypes.c_long
         self.lib.cuda_gym_thread_ban_watch_serving.argtypes = [ctypes.c_int]
         self.lib.cuda_gym_thread_ban_allow_copy.argtypes = [ctypes.c_void_p]
         self.buffer = ctypes.create_string_buffer(4096)
-        names = "\n".join(sorted(allowed)).encode()
-        if self.lib.cuda_gym_thread_ban_install(names, int(nested_ok)) != 0:
+        names, opaque = ("\n".join(sorted(ops)).encode() for ops in (allowed, opaque))
+        if self.lib.cuda_gym_thread_ban_install(names, opaque) != 0:
             raise RuntimeError(f"the thread ban of {path} was installed already")
 
     def allow_copy(self, address) -> None:
         """Pass this thread's next `aten::copy_` into the tensor whose data is at `address`."""
         self.lib.cuda_gym_thread_ban_allow_copy(address)
 
-    def watch(self, on: bool) -> None:
-        """Judge this (the serving) thread's ops too, or leave them to forward's mode."""
-        self.lib.cuda_gym_thread_ban_watch_serving(int(on))
+    def watch(self, level: int) -> None:
+        """Judge this (the serving) thread's ops at `level` (OFF, ALL, NESTED) from now on."""
+        self.lib.cuda_gym_thread_ban_watch_serving(level)
 
     def take(self) -> list:
         found, self.violations[:] = list(self.violations), []
@@ -451,12 +455,22 @@ class _ThreadBan:
             ]
         if not count:
             return found
-        names = ", ".join(sorted(set(self.buffer.value.decode().split())))
-        return found + [
-            f"torch_fallback: PyTorch ops called on a thread of the solution's other than"
-            f" forward's ({count} calls: {names}); a thread may call only the ops forward may,"
-            " and the solution's own kernels must do the work"
-        ]
+        names = set(self.buffer.value.decode().split())
+        inside = sorted(n[1:] for n in names if n.startswith(">"))
+        if inside:  # (the count is of both kinds)
+            found.append(
+                f"torch_fallback: PyTorch ops run inside an op ModelNew.forward called"
+                f" ({', '.join(inside)}): an allowed op made to run other code is still"
+                " PyTorch doing the work"
+            )
+        if names.difference(">" + n for n in inside):
+            others = ", ".join(sorted(n for n in names if not n.startswith(">")))
+            found.append(
+                f"torch_fallback: PyTorch ops called on a thread of the solution's other than"
+                f" forward's ({count} calls: {others}); a thread may call only the ops forward"
+                " may, and the solution's own kernels must do the work"
+            )
+        return found
 
 
 class _MainThread:
@@ -992,7 +1006,7 @@ class Runner:
                 self.thread_ban = _ThreadBan(
                     init["thread_ban"],
                     init["allowed_ops"],
-                    init.get("thread_ban_nested", False),
+                    init.get("thread_ban_opaque", []),
                     torch,
                 )
             self.ban = _Ban(torch, set(init["allowed_ops"]), self.device)
@@ -1026,7 +1040,7 @@ class Runner:
         self.model = model
         if self.main is not None:
             self.main.take_over()
-        self._watch(True)
+        self._watch(_ThreadBan.ALL)
         if self.device == "cuda":
             self.waits.sleep()
         return {"error": None, "build_failed": False, "weights_not_copied": missing}
@@ -1073,11 +1087,11 @@ class Runner:
             return
         self.waits.spin()
         self._primed = True
-        self._watch(False)
+        self._watch(_ThreadBan.OFF)
         if self._prime_buf is None:
             self._prime_buf = self.torch.zeros(1, device="cuda")
         self._prime_buf.zero_()
-        self._watch(True)
+        self._watch(_ThreadBan.ALL)
         self.torch.cuda.synchronize()
 
     def _buffer(self, fd: int, size: int):
@@ -1238,10 +1252,10 @@ class Runner:
         if self.thread_ban is not None:
             self.thread_ban.allow_copy(slot.data_ptr() if slot is not None else None)
 
-    def _watch(self, on: bool) -> None:
-        """The thread ban judges this thread's ops too (outside forward and the runner's steps)."""
+    def _watch(self, level: int) -> None:
+        """How the thread ban judges this thread's ops (_ThreadBan.OFF, ALL or NESTED)."""
         if self.thread_ban is not None:
-            self.thread_ban.watch(on)
+            self.thread_ban.watch(level)
 
     def _events(self):
         """Two timing events around forward, for a traced call on CUDA (diagnostics only)."""
@@ -1263,10 +1277,11 @@ class Runner:
             stack.enter_context(self.own_calls.active())
         stack.enter_context(self.ban.active())
         if forward and self.thread_ban is not None:
-            # Forward's ops are the mode's to judge: the callback would also see the ops nested
-            # inside an allowed one. Back on before the mode comes off.
-            self._watch(False)
-            stack.callback(self._watch, True)
+            # Forward's own calls are the mode's to judge; the callback judges what runs inside
+            # an op the mode let through (it runs with the mode popped). Every op judged again
+            # before the mode comes off.
+            self._watch(_ThreadBan.NESTED)
+            stack.callback(self._watch, _ThreadBan.ALL)
         return stack
 
     def _violations(self) -> list:
@@ -1381,7 +1396,7 @@ class Runner:
         with self.torch.no_grad(), self._guard(forward=False):  # (as in _settle)
             self.views = {}
             self.retired.clear()
-        self._watch(False)
+        self._watch(_ThreadBan.OFF)
         for buf in self.shared:
             buf.close(self.torch)
         self.shared = []
@@ -1392,7 +1407,7 @@ class Runner:
         self.shared = [
             _ImportedBuffer(self.torch, fd, n, alloc) for fd, (n, alloc) in zip(fds, sizes)
         ]
-        self._watch(True)
+        self._watch(_ThreadBan.ALL)
 
 
 def _with_arguments(load, edit):

@@ -22,7 +22,7 @@ CHILD = textwrap.dedent(
     from runner import _ThreadBan
 
     clear = torch._C._autograd._clear_callbacks  # (taken before the ban replaces it)
-    ban = _ThreadBan(sys.argv[1], json.loads(sys.argv[2]), False, torch)
+    ban = _ThreadBan(sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[4]), torch)
     x = torch.randn(32, 48)
     cases = {
         "contiguous": lambda: x.t().contiguous(),
@@ -41,12 +41,16 @@ CHILD = textwrap.dedent(
         thread.start()
         thread.join()
         found[name] = ban.take()
-        ban.watch(True)  # the runner's thread outside forward: judged as the others are
+        ban.watch(ban.ALL)  # the runner's thread outside forward: judged as the others are
         fn()
-        ban.watch(False)
+        ban.watch(ban.OFF)
         found[name + "_watched"] = ban.take()
+        ban.watch(ban.NESTED)  # forward: its own calls are the mode's
+        fn()
+        ban.watch(ban.OFF)
+        found[name + "_nested"] = ban.take()
     slot = torch.empty(32, 48)  # the runner's copy into a slot: allowed once, by address
-    ban.watch(True)
+    ban.watch(ban.ALL)
     ban.allow_copy(slot.data_ptr())
     slot.copy_(x)
     found["slot_copy"] = ban.take()
@@ -56,7 +60,27 @@ CHILD = textwrap.dedent(
     slot.copy_(x)
     ban.allow_copy(None)
     found["other_slot_copy"] = ban.take()
-    ban.watch(False)
+    ban.watch(ban.OFF)
+    # An op whose kernel calls others (as a kernel registered for an allowed op would): what
+    # runs inside it is judged at NESTED, and passes inside an opaque op (a vendor GEMM's).
+    lib = torch.library.Library("tb", "DEF")
+    lib.define("inner(Tensor x) -> Tensor")
+    lib.define("threaded(Tensor x) -> Tensor")
+
+    def threaded(t):
+        worker = threading.Thread(target=lambda: t + 1)
+        worker.start()
+        worker.join()
+        return t.clone()
+
+    lib.impl("inner", lambda t: t @ t.t(), "CPU")
+    lib.impl("threaded", threaded, "CPU")
+    for level in ("NESTED", "ALL", "OFF"):
+        ban.watch(getattr(ban, level))
+        torch.ops.tb.inner(x)
+        torch.ops.tb.threaded(x)
+        ban.watch(ban.OFF)
+        found["inner_" + level] = ban.take()
     handle = torch._C._dispatch_find_schema_or_throw("aten::clone", "")
     switches = (
         lambda: torch.autograd._enable_record_function(False),
@@ -81,7 +105,7 @@ def library(tmp_path_factory):
     return thread_ban.library(tmp_path_factory.mktemp("thread_ban"))
 
 
-def _records(tmp_path, library, allowed: set) -> dict:
+def _records(tmp_path, library, allowed: set, opaque: set = frozenset()) -> dict:
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     done = subprocess.run(
@@ -91,6 +115,7 @@ def _records(tmp_path, library, allowed: set) -> dict:
             str(library),
             json.dumps(sorted(allowed)),
             str(Path(runner.__file__).parent),
+            json.dumps(sorted(opaque)),
         ],
         capture_output=True,
         text=True,
@@ -105,15 +130,40 @@ def test_records_refused_ops_of_other_threads_only(tmp_path, library):
     assert all(not v for k, v in found.items() if k.endswith("_main")), found
     for allowed in ("contiguous", "to_same_dtype", "views", "empty_fill"):
         assert found[allowed] == [] == found[allowed + "_watched"], (allowed, found)
+        # forward's own calls are the mode's at NESTED; what an allowed one runs passes too
+        assert found[allowed + "_nested"] == [], (allowed, found)
+    # inside a refused op (run here with no mode to stop it): its parts (matmul's mm, the
+    # conversion inside .half(), the wrapped scalar's inside x + 1)
+    assert found["matmul_nested"] == [
+        "torch_fallback: PyTorch ops run inside an op ModelNew.forward called (aten::mm): an"
+        " allowed op made to run other code is still PyTorch doing the work"
+    ]
+    assert "aten::add" not in found["add_nested"][0]
     refused_ops = {"to_half": "aten::_to_copy", "matmul": "aten::mm", "add": "aten::add"}
     for refused, op in refused_ops.items():
         for key in (refused, refused + "_watched"):
             assert len(found[key]) == 1 and op in found[key][0], (key, found[key])
             assert found[key][0].startswith("torch_fallback: ")
+    # inside another op: the GEMM a kernel calls and its worker thread's add (NESTED); at ALL
+    # the op itself is refused as well
+    inside, other = found["inner_NESTED"]
+    assert "inside an op ModelNew.forward called (aten::mm)" in inside
+    assert "aten::add" in other and "aten::mm" not in other and "tb::" not in other
+    assert "tb::inner" in " ".join(found["inner_ALL"])
+    # OFF leaves this thread alone, never the others
+    assert len(found["inner_OFF"]) == 1 and "aten::mm" not in found["inner_OFF"][0]
+    assert "aten::add" in found["inner_OFF"][0]
     # RecordFunction's switches in torch's Python API are refused, and a removed callback told
     assert len(found["switches"]) == 3, found["switches"]
     assert all(v.startswith("torch_fallback: torch's ") for v in found["switches"])
     assert len(found["removed"]) == 1 and "callback was removed" in found["removed"][0]
+
+
+def test_the_insides_of_an_opaque_op_pass(tmp_path, library):
+    found = _records(tmp_path, library, set(ALLOWED_OPS) | {"tb::inner", "tb::threaded"},
+                     opaque={"tb::inner", "tb::threaded"})
+    assert found["inner_NESTED"] == found["inner_ALL"] == found["inner_OFF"] == [], found
+    assert len(found["add"]) == 1 and len(found["matmul"]) == 1  # other ops: judged as ever
 
 
 def test_copies_are_refused_on_a_data_movement_task(tmp_path, library):
