@@ -160,8 +160,12 @@ def test_records_refused_ops_of_other_threads_only(tmp_path, library):
 
 
 def test_the_insides_of_an_opaque_op_pass(tmp_path, library):
-    found = _records(tmp_path, library, set(ALLOWED_OPS) | {"tb::inner", "tb::threaded"},
-                     opaque={"tb::inner", "tb::threaded"})
+    found = _records(
+        tmp_path,
+        library,
+        set(ALLOWED_OPS) | {"tb::inner", "tb::threaded"},
+        opaque={"tb::inner", "tb::threaded"},
+    )
     assert found["inner_NESTED"] == found["inner_ALL"] == found["inner_OFF"] == [], found
     assert len(found["add"]) == 1 and len(found["matmul"]) == 1  # other ops: judged as ever
 
