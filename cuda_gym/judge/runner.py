@@ -487,8 +487,8 @@ class _MainThread:
     runner's life: the collector is off (collections are run under the ban, when due); what
     forward saw is dropped under the ban when it carries anything of the solution's; Python
     signal handlers and audit hooks may not be set; a profile or trace function forward leaves
-    on this thread is a violation (and removed). Where the thread ban's library is loaded, it
-    judges this thread's ops everywhere but in forward (Runner._guard).
+    on this thread is a violation (and removed). The thread ban's library judges this thread's
+    ops everywhere but in forward, and there those run inside an op (Runner._guard).
     """
 
     # Collect under the ban once this many allocations have piled up (CPython's own default
@@ -1264,9 +1264,10 @@ class Runner:
         return [self.torch.cuda.Event(enable_timing=True) for _ in range(2)]
 
     def _guard(self, count_own_calls: bool = False, forward: bool = True):
-        """The ban, entered; for forward (`forward`) the thread ban leaves this thread to it.
+        """The ban, entered; for forward (`forward`) the thread ban judges only nested ops.
 
-        Everywhere else the thread ban judges this thread's ops too (_watch): the runner's own
+        In forward the mode judges this thread's own calls and the thread ban what runs inside
+        them. Everywhere else the thread ban judges this thread's ops too (_watch): the runner's own
         steps call only allowed ops (views of the driver's buffers; its copy into a slot is
         allowed once, by address), so any other op there is code of the solution's.
         """

@@ -5,13 +5,14 @@ an extension starts (at import, kept waiting on a condition variable) is outside
 `x.transpose(1, 2).contiguous()` does a data-movement task and the sampler sees only PyTorch's
 allowed copy. thread_ban.cpp registers a global RecordFunction callback (what a profiler of
 ATen's calls uses) that records every op outside the allowed set, or a dtype-changing copy,
-called on a thread other than the runner's; the runner reports them as `torch_fallback`.
+called on a thread other than the runner's, and on the runner's own thread every op outside
+forward and, inside it, every op run inside another (an allowed op made to run other code);
+the runner reports them as `torch_fallback`.
 Switching RecordFunction off or removing callbacks from C++ is refused by the symbol check
 (native_checks); what a process reports of itself can only make its verdict worse.
 
 The library is built once per torch and compiler by the judge (a trusted process) into its
-cache, which sandboxed runners read but cannot write; only solutions with native code of their
-own (a kernels/ extension, load_inline) get it: Python alone cannot start a native thread.
+cache, which sandboxed runners read but cannot write; every candidate's runner loads it.
 """
 
 from __future__ import annotations
