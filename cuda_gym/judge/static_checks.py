@@ -33,6 +33,8 @@ RULES: dict[str, str] = {
     "setters, set_float32_matmul_precision, set_default_dtype, use_deterministic_algorithms, ...).",
     "torch_compile": "No torch.compile, Module.compile, torch.jit, torch._dynamo, torch._inductor, "
     "torch.fx, torch.export or torch.compiler.",
+    "host_compute": "No Tensor.map_, map2_ or apply_ (PyTorch runs a Python function on every "
+    "element: the interpreter computes, not a kernel).",
     "tensor_subclass": "No tensor subclasses or torch modes, __torch_function__, "
     "__torch_dispatch__, as_subclass or _make_subclass.",
     "side_stream": "No streams, events or CUDA graphs unless the task allows streams.",
@@ -49,7 +51,8 @@ RULES: dict[str, str] = {
     "dispatcher_bypass": "C++/CUDA sources must not touch dispatch keys or guards "
     "(ExcludeDispatchKeyGuard, DispatchKeySet, AutoDispatchBelow..., DisableTorchDispatch, "
     "c10::impl TLS, the dispatch-mode stack), call ATen below the dispatcher (at::cpu::, "
-    "at::native::), nor look functions up by name at run time (dlsym, dlopen).",
+    "at::native::), look functions up by name at run time (dlsym, dlopen), nor export memory "
+    "to Python's buffer protocol or NumPy (py::buffer_protocol, py::array).",
     "native_include": "C++/CUDA sources may #include workspace files by relative path and "
     "toolchain, torch and CUDA headers only (no absolute paths, no '..').",
     "token_pasting": "C++/CUDA sources may not paste identifiers together (`##`, "
@@ -142,6 +145,20 @@ NATIVE_FORBIDDEN_TOKENS = (
     "__globals__",
     "incbin",
     ".include",
+    # Memory exported to Python's buffer protocol (or NumPy's) with strides of the solution's
+    # choosing: `memoryview(obj).tobytes()` then gathers it in C order, a transpose done by
+    # libpython (red-team round 20, reward 2 on transpose_pad).
+    "buffer_protocol",
+    "def_buffer",
+    "Py_buffer",
+    "bf_getbuffer",
+    "tp_as_buffer",
+    "PyBufferProcs",
+    "pybind11/numpy.h",
+    "py::array",
+    "pybind11::array",
+    "PyArray_",
+    "numpy/arrayobject.h",
 )
 
 # Names that honest code also uses inside its own words (an `enum class DispatchMode`, a
@@ -257,6 +274,11 @@ _ATTRIBUTE_RULES: dict[str, str] = {
         "__torch_dispatch__".split(),
         "tensor_subclass",
     ),
+    # PyTorch's per-element Python loops over tensor data (red-team round 20: map_ did a
+    # transpose, map2_ a gated product, with no op reaching the ban); a class's method order
+    # reaches torch.Tensor's C base, past the runner's stand-ins (`mro()[1].tolist`).
+    **dict.fromkeys("map_ map2_ apply_".split(), "host_compute"),
+    "mro": "introspection",
     "data_ptr": "global_state",
     "_cdata": "global_state",
     "Model": "reference_access",
@@ -386,6 +408,11 @@ _MESSAGES = {
     "settings alone and choose precision inside your kernel.",
     "torch_compile": "`{name}` compiles PyTorch code; implement the computation in your own "
     "kernels instead.",
+    "host_compute": "`{name}` runs Python on every element of a tensor; compute in your own "
+    "kernels.",
+    "super_args": "`super({name}, ...)` may reach the methods of a class this file does not "
+    "define (torch.Tensor's C base, past the judge's stand-ins); use super() or "
+    "super(YourClass, self).",
     "tensor_subclass": "`{name}` subclasses or intercepts torch tensors; return plain "
     "torch.Tensor outputs computed by your kernels.",
     "side_stream": "`{name}` is not allowed; launch every kernel on the current stream so the "
@@ -582,9 +609,9 @@ def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
                         "dispatcher_bypass",
                         lineno,
                         f"`{token}` in {name} reaches the dispatcher's internals, computes "
-                        "below it, looks functions up or runs Python by name at run time, or "
-                        "reads files into the build; call your kernels directly and leave "
-                        "dispatch keys alone.",
+                        "below it, looks functions up or runs Python by name at run time, "
+                        "reads files into the build or hands memory to Python's buffer copies; "
+                        "call your kernels directly and leave dispatch keys alone.",
                     )
                 )
                 break
@@ -1011,11 +1038,38 @@ def _name_rule(name: str, allow_streams: bool) -> str | None:
     return None
 
 
+def _plain_supers(tree: ast.Module) -> set[int]:
+    """id() of the super(...) calls that reach no method but their own class's base's.
+
+    `super(A, self)` for a class A of the file's; `super(self.__class__, self).__init__()` and
+    `super(type(self), self).__init__()` (code written elsewhere). Any other first argument
+    (`super(torch.Tensor, x).tolist()`) reaches torch.Tensor's C base, past the runner's
+    stand-ins.
+    """
+    classes = {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    plain = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name):
+            if node.args[0].id in classes:
+                plain.add(id(node))
+        init = isinstance(node, ast.Attribute) and node.attr == "__init__"
+        call = node.value if init else None
+        if isinstance(call, ast.Call) and len(call.args) == 2 and _code(call.args[1]) == "self":
+            if _code(call.args[0]) in ("self.__class__", "type(self)"):
+                plain.add(id(call))
+    return plain
+
+
 def _check_calls(mod: _Module) -> Iterator[StaticViolation]:
     shadowed = mod.aliases.keys() | mod.bindings
+    plain_supers = _plain_supers(mod.tree)
     for node in ast.walk(mod.tree):
+        if isinstance(node, ast.Name) and node.id == "super" and id(node) not in mod.called:
+            yield _at(node, "introspection", name="super")  # (to be called under a new name)
         if not isinstance(node, ast.Call):
             continue
+        if _is_name(node.func, "super", shadowed) and node.args and id(node) not in plain_supers:
+            yield _at(node, "introspection", "super_args", _code(node.args[0]))
         func, name = node.func, _qualified_name(node.func, mod.aliases)
         if isinstance(func, ast.Name) and func.id not in shadowed:
             yield from _check_builtin_call(node, func.id, mod)
@@ -1026,6 +1080,10 @@ def _check_calls(mod: _Module) -> Iterator[StaticViolation]:
             for k in node.keywords
         ):
             yield _at(node, "op_registration", "cpp_build")
+
+
+def _is_name(node: ast.AST, name: str, shadowed: set) -> bool:
+    return isinstance(node, ast.Name) and node.id == name and name not in shadowed
 
 
 def _is_true(node: ast.AST) -> bool:
@@ -1058,6 +1116,7 @@ def _check_builtin_call(node: ast.Call, name: str, mod: _Module) -> Iterator[Sta
         yield _at(node, "dynamic_code", "dynamic", f"{name}()")
     elif name == "type" and len(node.args) == 3:
         yield _at(node, "dynamic_code", "type3")
+
     elif name in _ATTR_FUNCTIONS:
         attr = node.args[1] if len(node.args) > 1 else None
         if (

@@ -365,6 +365,35 @@ def test_exploit_is_flagged_with_rule_and_line(source, expected):
     assert violations(source) == expected
 
 
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # PyTorch's per-element Python loops (red-team round 20), however the method is reached
+        ("def f(o, x, g):\n    o.map_(x, g)\n", [("host_compute", 2)]),
+        ("import torch\nM = torch.Tensor.map2_\n", [("host_compute", 2)]),
+        ("def f(x, g):\n    x.apply_(g)\n", [("host_compute", 2)]),
+        # torch.Tensor's C base, past the runner's stand-ins
+        (
+            "import torch\ndef f(x):\n    return super(torch.Tensor, x).tolist()\n",
+            [("introspection", 3)],
+        ),
+        (
+            "import torch\ndef f(x):\n    return torch.Tensor.mro()[1].tolist(x)\n",
+            [("introspection", 3)],
+        ),
+        ("s = super\n", [("introspection", 1)]),
+        # a class of the file's own: fine, with or without arguments
+        (
+            "class A:\n    def __init__(self):\n        super(A, self).__init__()\n"
+            "        super().__init__()\n",
+            [],
+        ),
+    ],
+)
+def test_ways_to_torch_data_in_python_are_refused(source, expected):
+    assert violations(source) == expected
+
+
 def test_side_streams_pass_when_allowed():
     source = "import torch\ns = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    pass\n"
     assert violations(source, allow_streams=True) == []
@@ -421,6 +450,8 @@ def test_messages_are_one_sentence_and_rules_are_documented():
             "            self.y = x.data_ptr()",
             "        except Exception:",
             "            return eval('x').__class__",
+            "x.map_(x, max)",
+            "super(torch.Tensor, x).tolist()",
         ]
     )
     result = check_solution_source(source)
@@ -513,6 +544,21 @@ def test_native_sources_may_not_touch_dispatch_keys():
     assert string_constants("x = 'a'\ny = f('b')\n") == ["a", "b"]
 
 
+def test_native_sources_may_not_export_buffers_to_python():
+    # memoryview(obj).tobytes() gathers a strided buffer: a transpose by libpython (round 20)
+    from cuda_gym.judge.static_checks import check_native_sources
+
+    for line in (
+        'py::class_<V>(m, "V", py::buffer_protocol())',
+        ".def_buffer([](V& v) { return info(v); })",
+        "static int get(PyObject* o, Py_buffer* view, int flags);",
+        "#include <pybind11/numpy.h>",
+        "return py::array_t<float>(shape, strides, ptr);",
+    ):
+        found = check_native_sources({"k.cpp": "void f() {}\n" + line + "\n"})
+        assert [(v.rule, v.line) for v in found] == [("dispatcher_bypass", 2)], line
+
+
 @pytest.mark.parametrize(
     ("line", "token"),
     [
@@ -520,7 +566,7 @@ def test_native_sources_may_not_touch_dispatch_keys():
         ("int findOptimalChunk(int n) { return n / 4; }", None),
         ("bool findSchemaLike = false;", None),
         ("auto op = dispatcher.findOp(name);", "findOp"),
-        ("auto s = d->findSchemaOrThrow(\"aten::mm\", \"\");", "findSchemaOrThrow"),
+        ('auto s = d->findSchemaOrThrow("aten::mm", "");', "findSchemaOrThrow"),
         ("at::tracer::impl::NoTracerDispatchMode guard;", "NoTracerDispatchMode"),
         ("auto k = DispatchModeKey::PROXY;", "DispatchModeKey"),
         # Python run by name from C++, and files read into the build by the assembler.
@@ -902,7 +948,7 @@ def test_starred_arguments_do_not_hide_a_container_update_on_self():
         ("#define CAT(a, b) \\\n  a \\\n  ## b\n", True),
         ("auto g = C10_CONCATENATE(Exclude, Guard);\n", True),
         ("-DCAT(a,b)=a##b", True),  # a compiler flag in a Python string
-        ('#define LOG(fmt, ...) printf(fmt, ##__VA_ARGS__)\n', False),
+        ("#define LOG(fmt, ...) printf(fmt, ##__VA_ARGS__)\n", False),
         ("## Usage\nA docstring's markdown heading.\n### More\n", False),
         ('printf("##");\n', False),
         ('#define CHECK(x) TORCH_CHECK(x.is_cuda(), #x " must be a CUDA tensor")\n', False),
@@ -957,7 +1003,7 @@ def test_code_written_elsewhere_may_read_its_sources_and_keep_a_main_block():
     "source",
     [
         "import typing\ndef f(a: \"__import__('threading')\"): pass\nh = typing.get_type_hints(f)",
-        "from typing import ForwardRef\nr = ForwardRef(\"x\")\n",
+        'from typing import ForwardRef\nr = ForwardRef("x")\n',
         "import functools\n@functools.singledispatch\ndef f(x): pass\n",
     ],
 )
