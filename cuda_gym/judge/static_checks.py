@@ -34,7 +34,8 @@ RULES: dict[str, str] = {
     "torch_compile": "No torch.compile, Module.compile, torch.jit, torch._dynamo, torch._inductor, "
     "torch.fx, torch.export or torch.compiler.",
     "host_compute": "No Tensor.map_, map2_ or apply_ (PyTorch runs a Python function on every "
-    "element: the interpreter computes, not a kernel).",
+    "element: the interpreter computes, not a kernel) and no NumPy array protocol of your own "
+    "(__array_interface__, __array_struct__, __array__: NumPy over a tensor's memory).",
     "tensor_subclass": "No tensor subclasses or torch modes, __torch_function__, "
     "__torch_dispatch__, as_subclass or _make_subclass.",
     "side_stream": "No streams, events or CUDA graphs unless the task allows streams.",
@@ -410,6 +411,8 @@ _MESSAGES = {
     "kernels instead.",
     "host_compute": "`{name}` runs Python on every element of a tensor; compute in your own "
     "kernels.",
+    "array_protocol": "`{name}` hands memory to NumPy (an array over a tensor's data computes "
+    "with NumPy, not your kernels); compute in your own kernels.",
     "super_args": "`super({name}, ...)` may reach the methods of a class this file does not "
     "define (torch.Tensor's C base, past the judge's stand-ins); use super() or "
     "super(YourClass, self).",
@@ -517,7 +520,14 @@ def check_solution_source(
         raise ValueError(f"unknown rule set {rules!r}; use one of {RULE_SETS}")
     tree = _without_main_block(tree)
     mod = _analyse(tree, allow_streams, rules, state_names)
-    checks = (_check_try, _check_imports, _check_names, _check_attributes, _check_calls)
+    checks = (
+        _check_try,
+        _check_imports,
+        _check_names,
+        _check_attributes,
+        _check_calls,
+        _check_array_protocol,
+    )
     found: dict[tuple[str, int], StaticViolation] = {}
     for check in (*checks, _check_stores, _check_classes, _check_state):
         for violation in check(mod):
@@ -1058,6 +1068,34 @@ def _plain_supers(tree: ast.Module) -> set[int]:
             if _code(call.args[0]) in ("self.__class__", "type(self)"):
                 plain.add(id(call))
     return plain
+
+
+# NumPy's protocols for wrapping memory it does not own: a class of the solution's whose
+# `__array_interface__` names a tensor's address (its extension returns `data_ptr()` as an int)
+# gives NumPy the tensor's data, and NumPy does the task (red-team round 21: transposes, GEMMs,
+# memoryview slices of such arrays; reward 1 under the `external` rules).
+ARRAY_PROTOCOL_NAMES = frozenset({"__array_interface__", "__array_struct__", "__array__"})
+
+
+def _check_array_protocol(mod: _Module) -> Iterator[StaticViolation]:
+    """Any mention of ARRAY_PROTOCOL_NAMES: a name, attribute, definition, keyword or string."""
+    for node in ast.walk(mod.tree):
+        if isinstance(node, ast.Name):
+            name = node.id
+        elif isinstance(node, ast.Attribute):
+            name = node.attr
+        elif isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
+            name = node.name
+        elif isinstance(node, ast.keyword):
+            name = node.arg
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            name = node.value.strip()
+        else:
+            continue
+        if name in ARRAY_PROTOCOL_NAMES:
+            yield StaticViolation(
+                "host_compute", getattr(node, "lineno", 0), _message("array_protocol", name=name)
+            )
 
 
 def _check_calls(mod: _Module) -> Iterator[StaticViolation]:

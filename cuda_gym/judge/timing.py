@@ -234,6 +234,11 @@ _VENDOR_KERNEL = re.compile(
     r"|^(?:void )?(?:sm\d\d|ampere|volta|turing|hopper)_\w*(?:gemm|conv|fprop|dgrad|wgrad)"
 )
 _MEMORY_ACTIVITY = re.compile(r"^(Memcpy|Memset)\b")
+# CuPy's own ufunc, copy and reduction kernels (`cupy_copy`, `cupy_multiply`, `cupy_sum`): a
+# library's compute on arrays over the solution's tensors (`cp.ascontiguousarray` of a
+# transposed view is a transpose), never the solution's, whatever the task allows. A solution's
+# own CuPy kernels carry its names (RawKernel's function, ElementwiseKernel's `name`).
+_LIBRARY_KERNEL = re.compile(r"^cupy_")
 
 
 def kernel_origin(name: str, vendor_allowed: bool) -> str:
@@ -242,6 +247,8 @@ def kernel_origin(name: str, vendor_allowed: bool) -> str:
         return "memory"
     if _TORCH_KERNEL.search(name):
         return "torch"
+    if _LIBRARY_KERNEL.search(name):
+        return "vendor"
     if _VENDOR_KERNEL.search(name):
         return "own" if vendor_allowed else "vendor"
     return "own"

@@ -142,6 +142,9 @@ def test_kernel_names_are_attributed_by_their_own_namespace():
     assert kernel_origin(cublas, True) == "own"
     assert kernel_origin("nvjet_sst_128x64_64x4_1x2_h_bz_NNN", False) == "vendor"
     assert kernel_origin("Memcpy HtoD (Pageable -> Device)", False) == "memory"
+    # CuPy's own ufuncs and copies are a library's, even where vendor GEMMs are allowed
+    assert kernel_origin("cupy_copy__float32_float32", True) == "vendor"
+    assert kernel_origin("my_cupy_kernel", False) == "own"
 
 
 def test_cpu_timer_reports_wall_clock_and_no_side_work():

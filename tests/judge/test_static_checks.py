@@ -382,6 +382,17 @@ def test_exploit_is_flagged_with_rule_and_line(source, expected):
             [("introspection", 3)],
         ),
         ("s = super\n", [("introspection", 1)]),
+        # NumPy over a tensor's memory: an array protocol of the solution's (round 21)
+        (
+            "class Raw:\n    def __init__(self, a):\n"
+            "        self.__array_interface__ = {'data': a}\n",
+            [("host_compute", 3)],
+        ),
+        ("class Raw:\n    def __array__(self):\n        return self.a\n", [("host_compute", 2)]),
+        (
+            "d = dict(__array_struct__=1)\nk = '__array_interface__'\n",
+            [("host_compute", 1), ("host_compute", 2)],
+        ),
         # a class of the file's own: fine, with or without arguments
         (
             "class A:\n    def __init__(self):\n        super(A, self).__init__()\n"

@@ -210,7 +210,7 @@ def _gated_span(payload, lock):
 def test_an_exclusive_job_runs_alone_on_its_device():
     target = "tests.synth.test_pipeline:_gated_span"
     with LocalProcessPool(target, workers=3, timeout_s=60) as pool:
-        for payload in ((0.6, False), (0.6, True), (0.6, False), (0.6, False)):
+        for payload in ((1.0, False), (1.0, True), (1.0, False), (1.0, False)):
             pool.submit(payload, payload)
         spans = [pool.next_result().value for _ in range(4)]
     alone = [sp for sp in spans if sp[2]]
