@@ -492,6 +492,10 @@ class Judge:
             # Out of memory with the device to itself (or with no gate to wait for it): the
             # candidate's process tree took it, or the task does not fit beside it.
             verdict.stage = run["stage"]
+            # Past its load the solution had built and imported: the failure is its memory's
+            # (on an 80 GB card a solution holding the device made the driver's own copy of an
+            # output fail), not its build's.
+            verdict.compiled = run["stage"] not in _BEFORE_LOAD
             verdict.error = "Out of memory while judging: " + run["error"][:1500]
             return
         if not run["ok"]:
@@ -958,6 +962,10 @@ def device_bytes_estimate(probe: dict) -> int | None:
     if peak is None:
         return None
     return int(MEMORY_PER_PROBE_PEAK * peak["reserved"]) + MEMORY_OVERHEAD_BYTES
+
+
+# A candidate worker's stages up to and including the solution's import (worker stage names).
+_BEFORE_LOAD = frozenset({"setup", "start", "runner", "memory", "gate", "load"})
 
 
 # A reservation from measured use (device_bytes_for): what the task's judgements held at most,

@@ -35,7 +35,8 @@ RULES: dict[str, str] = {
     "torch.fx, torch.export or torch.compiler.",
     "host_compute": "No Tensor.map_, map2_ or apply_ (PyTorch runs a Python function on every "
     "element: the interpreter computes, not a kernel) and no NumPy array protocol of your own "
-    "(__array_interface__, __array_struct__, __array__: NumPy over a tensor's memory).",
+    "(__array_interface__, __array_struct__, __array__, __dlpack__: NumPy over a tensor's "
+    "memory).",
     "tensor_subclass": "No tensor subclasses or torch modes, __torch_function__, "
     "__torch_dispatch__, as_subclass or _make_subclass.",
     "side_stream": "No streams, events or CUDA graphs unless the task allows streams.",
@@ -53,7 +54,8 @@ RULES: dict[str, str] = {
     "(ExcludeDispatchKeyGuard, DispatchKeySet, AutoDispatchBelow..., DisableTorchDispatch, "
     "c10::impl TLS, the dispatch-mode stack), call ATen below the dispatcher (at::cpu::, "
     "at::native::), look functions up by name at run time (dlsym, dlopen), nor export memory "
-    "to Python's buffer protocol or NumPy (py::buffer_protocol, py::array).",
+    "to Python's buffer protocol, NumPy or DLPack (py::buffer_protocol, py::array, "
+    "DLManagedTensor).",
     "native_include": "C++/CUDA sources may #include workspace files by relative path and "
     "toolchain, torch and CUDA headers only (no absolute paths, no '..').",
     "token_pasting": "C++/CUDA sources may not paste identifiers together (`##`, "
@@ -160,6 +162,12 @@ NATIVE_FORBIDDEN_TOKENS = (
     "pybind11::array",
     "PyArray_",
     "numpy/arrayobject.h",
+    # ... or a DLPack capsule made by hand for NumPy's from_dlpack (round 21).
+    "dlpack",
+    "DLManagedTensor",
+    "DLTensor",
+    "dltensor",
+    "PyCapsule_New",
 )
 
 # Names that honest code also uses inside its own words (an `enum class DispatchMode`, a
@@ -1074,7 +1082,11 @@ def _plain_supers(tree: ast.Module) -> set[int]:
 # `__array_interface__` names a tensor's address (its extension returns `data_ptr()` as an int)
 # gives NumPy the tensor's data, and NumPy does the task (red-team round 21: transposes, GEMMs,
 # memoryview slices of such arrays; reward 1 under the `external` rules).
-ARRAY_PROTOCOL_NAMES = frozenset({"__array_interface__", "__array_struct__", "__array__"})
+# So does a DLPack capsule of the solution's own, handed over by a class's `__dlpack__`
+# (`np.from_dlpack`: round 21's bypass of the first fix).
+ARRAY_PROTOCOL_NAMES = frozenset(
+    {"__array_interface__", "__array_struct__", "__array__", "__dlpack__", "__dlpack_device__"}
+)
 
 
 def _check_array_protocol(mod: _Module) -> Iterator[StaticViolation]:

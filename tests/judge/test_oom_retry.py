@@ -49,6 +49,7 @@ def test_out_of_memory_alone_too_is_the_candidates_failure(tmp_path, monkeypatch
     assert not verdict.correct and "out of memory" in verdict.error
     assert verdict.flags["retried_alone_after_oom"] == ["candidate"]
     assert sum(r == "candidate" for r, _ in calls) == 2
+    assert verdict.compiled  # (it ran out in stage "run": built and imported)
 
 
 def test_without_the_gate_there_is_no_rerun(tmp_path, monkeypatch):

@@ -393,6 +393,10 @@ def test_exploit_is_flagged_with_rule_and_line(source, expected):
             "d = dict(__array_struct__=1)\nk = '__array_interface__'\n",
             [("host_compute", 1), ("host_compute", 2)],
         ),
+        (
+            "class Raw:\n    def __dlpack__(self, stream=None):\n        return self.c\n",
+            [("host_compute", 2)],
+        ),
         # a class of the file's own: fine, with or without arguments
         (
             "class A:\n    def __init__(self):\n        super(A, self).__init__()\n"
@@ -565,6 +569,9 @@ def test_native_sources_may_not_export_buffers_to_python():
         "static int get(PyObject* o, Py_buffer* view, int flags);",
         "#include <pybind11/numpy.h>",
         "return py::array_t<float>(shape, strides, ptr);",
+        "#include <ATen/dlpack.h>",
+        "auto* m = new DLManagedTensorVersioned();",
+        'return PyCapsule_New(m, "dltensor_versioned", drop);',
     ):
         found = check_native_sources({"k.cpp": "void f() {}\n" + line + "\n"})
         assert [(v.rule, v.line) for v in found] == [("dispatcher_bypass", 2)], line
