@@ -154,6 +154,7 @@ NATIVE_FORBIDDEN_TOKENS = (
     "buffer_protocol",
     "def_buffer",
     "Py_buffer",
+    "bufferinfo",  # (Py_buffer's struct)
     "bf_getbuffer",
     "tp_as_buffer",
     "PyBufferProcs",
