@@ -469,9 +469,10 @@ class _ThreadBan:
         if names.difference(">" + n for n in inside):
             others = ", ".join(sorted(n for n in names if not n.startswith(">")))
             found.append(
-                f"torch_fallback: PyTorch ops called on a thread of the solution's other than"
-                f" forward's ({count} calls: {others}); a thread may call only the ops forward"
-                " may, and the solution's own kernels must do the work"
+                f"torch_fallback: PyTorch ops called past the ban's dispatch mode, on a thread"
+                f" of the solution's or on forward's with the mode popped ({count} calls:"
+                f" {others}); only the ops forward may call are allowed anywhere, and the"
+                " solution's own kernels must do the work"
             )
         return found
 
@@ -491,7 +492,7 @@ class _MainThread:
     forward saw is dropped under the ban when it carries anything of the solution's; Python
     signal handlers and audit hooks may not be set; a profile or trace function forward leaves
     on this thread is a violation (and removed). The thread ban's library judges this thread's
-    ops everywhere but in forward, and there those run inside an op (Runner._guard).
+    ops everywhere, forward's included (Runner._guard).
     """
 
     # Collect under the ban once this many allocations have piled up (CPython's own default
@@ -1267,10 +1268,11 @@ class Runner:
         return [self.torch.cuda.Event(enable_timing=True) for _ in range(2)]
 
     def _guard(self, count_own_calls: bool = False, forward: bool = True):
-        """The ban, entered; for forward (`forward`) the thread ban judges only nested ops.
+        """The ban, entered; for forward (`forward`) the thread ban judges every op as well.
 
-        In forward the mode judges this thread's own calls and the thread ban what runs inside
-        them. Everywhere else the thread ban judges this thread's ops too (_watch): the runner's own
+        In forward the mode and the thread ban both judge this thread's calls (the thread ban
+        also what runs inside one, and what runs with the mode popped). Everywhere else the
+        thread ban judges this thread's ops too (_watch): the runner's own
         steps call only allowed ops (views of the driver's buffers; its copy into a slot is
         allowed once, by address), so any other op there is code of the solution's.
         """
@@ -1281,11 +1283,11 @@ class Runner:
             stack.enter_context(self.own_calls.active())
         stack.enter_context(self.ban.active())
         if forward and self.thread_ban is not None:
-            # Forward's own calls are the mode's to judge; the callback judges what runs inside
-            # an op the mode let through (it runs with the mode popped). Every op judged again
-            # before the mode comes off.
-            self._watch(_ThreadBan.NESTED)
-            stack.callback(self._watch, _ThreadBan.ALL)
+            # Forward's calls at every depth: the mode's own (judged twice, to the same rule),
+            # what runs inside one the mode let through (with the mode popped), and calls made
+            # with the mode popped by C++ that took torch's stack functions at import (red-team
+            # round 22: PyTorch's copy_ transposed a data-movement task, reward 3 under NESTED).
+            self._watch(_ThreadBan.ALL)
         return stack
 
     def _violations(self) -> list:

@@ -289,6 +289,10 @@ _ATTRIBUTE_RULES: dict[str, str] = {
     # reaches torch.Tensor's C base, past the runner's stand-ins (`mro()[1].tolist`).
     **dict.fromkeys("map_ map2_ apply_".split(), "host_compute"),
     "mro": "introspection",
+    # ctypes re-exported by a module (`torch.ctypes`: memory at any address, red-team round 22)
+    # or NumPy's view of an array's memory through it.
+    "ctypes": "introspection",
+    "_ctypes": "introspection",
     "data_ptr": "global_state",
     "_cdata": "global_state",
     "Model": "reference_access",

@@ -382,6 +382,7 @@ def test_exploit_is_flagged_with_rule_and_line(source, expected):
             [("introspection", 3)],
         ),
         ("s = super\n", [("introspection", 1)]),
+        ("import torch\nc = torch.ctypes.c_float\n", [("introspection", 2)]),
         # NumPy over a tensor's memory: an array protocol of the solution's (round 21)
         (
             "class Raw:\n    def __init__(self, a):\n"
