@@ -555,7 +555,7 @@ class Driver:
         """
         if served.watch is None:
             return
-        violations = served.watch.check(served.own_calls)
+        violations = served.watch.check(served.own_calls, self._reference_ms())
         if not correct:
             violations = [
                 v for v in violations if violation_kind(v) is not ViolationKind.NO_OWN_KERNEL
@@ -578,6 +578,10 @@ class Driver:
         if self.unsampled:
             self.result.cpu_time["unsampled_baselines"] = list(self.unsampled)
         served.violations += [v for v in violations if v not in served.violations]
+
+    def _reference_ms(self) -> float | None:
+        """The reference's fastest forward so far (measured here), ms; None before any."""
+        return None if self.reference_s is None else 1e3 * self.reference_s
 
     def _call_limit_s(self) -> float:
         """What one call of the candidate may take: a multiple of the reference's time."""
@@ -794,7 +798,7 @@ class Driver:
         watch = served.watch
         if watch is None or watch.attributor is None or self.device != "cpu":
             return
-        watch.check(served.own_calls)
+        watch.check(served.own_calls, self._reference_ms())
         start, census_s = perf_counter(), self.req.census_s
         late = start + CENSUS_LATE_FACTOR * census_s
 
@@ -804,7 +808,7 @@ class Driver:
             return self.census_calls < CENSUS_MIN_CALLS and now < late
 
         self._census_calls(served, expected, CENSUS_SAMPLES, CENSUS_MAX_CALLS, in_time)
-        if watch.foreign_seen() and not watch.check(served.own_calls):
+        if watch.foreign_seen() and not watch.check(served.own_calls, self._reference_ms()):
             self._census_calls(
                 served,
                 expected,
@@ -828,7 +832,7 @@ class Driver:
                 inputs = make_inputs(self.task, seed, self.device, "as_is")
                 served.call(inputs, expected, forward_seed(seed))
                 self.census_calls += 1
-            watch.check(served.own_calls)
+            watch.check(served.own_calls, self._reference_ms())
 
     # -- timing ---------------------------------------------------------------------------------
 

@@ -181,20 +181,6 @@ def _pin_numerics(torch) -> None:
     torch.set_float32_matmul_precision("highest")
 
 
-def _escape_refuser(violations: list, name: str, place: str = "torch._C"):
-    """A stand-in for `place`.`name` while forward runs: records a violation and raises."""
-
-    def refused(*args, **kwargs):
-        if len(violations) < 20:
-            violations.append(
-                f"torch_fallback: {place}.{name} used inside ModelNew.forward (a way past the"
-                " ban on PyTorch ops)"
-            )
-        raise RuntimeError(f"{place}.{name} is not allowed inside ModelNew.forward")
-
-    return refused
-
-
 def _converts_dtype(torch, name: str, args, kwargs: dict) -> bool:
     """A copy whose result has another dtype than its source: a conversion, which is compute.
 
@@ -213,21 +199,137 @@ def _converts_dtype(torch, name: str, args, kwargs: dict) -> bool:
     return False
 
 
-class _Ban:
-    """A dispatch mode refusing aten ops outside `allowed`, plus host escapes of tensor data.
+class _Escapes:
+    """Stand-ins for torch's ways past the ban that reach no dispatcher, for the runner's life.
 
-    `Tensor.numpy`, `tolist`, `__array__`, `map_`, `map2_` and `apply_` do not reach the
-    dispatcher: while forward runs they are replaced by functions that record a violation and
-    raise (NumPy or Python arithmetic on the data is compute done by no kernel of the
-    candidate's). On the CPU so are
-    `__dlpack__` and `to_dlpack` (`numpy.from_dlpack`); on CUDA DLPack is how CuPy kernels take
-    torch's tensors.
+    `Tensor.numpy`, `tolist`, `__array__`, `map_`, `map2_`, `apply_` and `__dlpack__`, torch._C's
+    dispatch-mode functions, the operator handle's redispatch, torch.save and torch.frombuffer
+    (see `_Ban`). Installed once per process, before any code of the solution's runs; each
+    passes through to torch's own unless a ban refuses it (`refuse`), which a ban does only
+    while forward runs. So a reference the solution takes at import or in __init__
+    (`host = torch.Tensor.numpy`, or C++ fetching torch._C's mode functions through pybind11
+    as its extension loads) is a stand-in too: before, they were set only during forward, and a
+    `Tensor.numpy` taken at import went past them (red-team round 21).
     """
 
     # (map_, map2_, apply_: PyTorch calls a Python function on every element, red-team round
     # 20; also refused by the static checks, which see the spellings that pass a stand-in.)
-    HOST_ESCAPES = ("numpy", "tolist", "__array__", "map_", "map2_", "apply_")
-    CPU_HOST_ESCAPES = ("__dlpack__",)
+    TENSOR_METHODS = ("numpy", "tolist", "__array__", "map_", "map2_", "apply_", "__dlpack__")
+
+    def __init__(self, torch, mode_escapes, mode_queries) -> None:
+        import torch.serialization as serialization
+        import torch.utils._python_dispatch as python_dispatch
+        import torch.utils.dlpack as dlpack
+
+        self.refusing: tuple[list, frozenset] | None = None  # (violations, keys) in forward
+        self.tensor = torch.Tensor
+        places = [(torch.Tensor, name) for name in self.TENSOR_METHODS]
+        # torch._C's own, the copies torch.utils._python_dispatch imported (its _pop_mode), and
+        # the operator handle's redispatch.
+        places += [
+            (torch._C, name)
+            for name in dir(torch._C)
+            if mode_escapes.search(name) and name not in mode_queries
+        ]
+        places += [
+            (python_dispatch, name)
+            for name in (
+                "_pop_torch_dispatch_stack",
+                "_push_on_torch_dispatch_stack",
+                "_get_dispatch_stack_at",
+            )
+            if hasattr(python_dispatch, name)
+        ]
+        handle = getattr(torch._C, "_DispatchOperatorHandle", None)
+        if handle is not None and hasattr(handle, "redispatch_boxed"):
+            places.append((handle, "redispatch_boxed"))
+        # Tensor bytes to a file and back with no operator (torch.save's raw storage, read by
+        # NumPy; torch.frombuffer wraps the result): compute the ban would not see.
+        places += [
+            (place, name)
+            for place, name in (
+                (torch, "save"),
+                (serialization, "save"),
+                (torch, "frombuffer"),
+                (torch, "from_file"),
+                (torch.UntypedStorage, "_write_file"),
+                (torch.UntypedStorage, "from_file"),
+            )
+            if hasattr(place, name)
+        ]
+        # A DLPack capsule NumPy reads through an object of one's own (refused on the CPU only).
+        places += [(torch._C, n) for n in dir(torch._C) if n.startswith("_to_dlpack")]
+        places += [(p, "to_dlpack") for p in (torch, dlpack) if hasattr(p, "to_dlpack")]
+        self.installed = []  # (place, name, key, stand-in)
+        for place, name in places:
+            if not hasattr(place, name):
+                continue
+            key = self.key(place, name)
+            stand_in = self._stand_in(getattr(place, name), key, place is self.tensor)
+            setattr(place, name, stand_in)
+            self.installed.append((place, name, key, stand_in))
+
+    @staticmethod
+    def key(place, name: str) -> str:
+        """`Tensor.numpy`, `torch._C._pop_torch_dispatch_stack`, ...: what a ban refuses."""
+        return f"{getattr(place, '__name__', 'torch._C')}.{name}"
+
+    def _stand_in(self, original, key: str, method: bool):
+        def stand_in(*args, **kwargs):
+            refusing = self.refusing
+            if refusing is None or key not in refusing[1]:
+                return original(*args, **kwargs)
+            violations = refusing[0]
+            if len(violations) < 20:
+                violations.append(
+                    f"torch_fallback: {key} called inside ModelNew.forward (tensor data taken to"
+                    " the host for NumPy or Python arithmetic)"
+                    if method
+                    else f"torch_fallback: {key} used inside ModelNew.forward (a way past the ban"
+                    " on PyTorch ops)"
+                )
+            raise RuntimeError(f"{key} is not allowed inside ModelNew.forward")
+
+        return stand_in
+
+    def adopt(self) -> None:
+        """Right before the solution loads: wrap what the runner itself put in their places.
+
+        (The thread ban and `_MainThread` refuse some of them for the runner's life, installed
+        after the first ban made these stand-ins.) From now on any replacement is the
+        solution's.
+        """
+        for k, (place, name, key, stand_in) in enumerate(self.installed):
+            current = getattr(place, name, None)
+            if current is not stand_in:
+                stand_in = self._stand_in(current, key, place is self.tensor)
+                setattr(place, name, stand_in)
+                self.installed[k] = (place, name, key, stand_in)
+
+    def replaced(self, violations: list, when: str) -> None:
+        """Put back every stand-in the solution replaced, recording that it did."""
+        for place, name, key, stand_in in self.installed:
+            if getattr(place, name, None) is not stand_in:
+                if len(violations) < 20:
+                    violations.append(
+                        f"torch_fallback: {key} was replaced {when} (a stand-in of the judge's)"
+                    )
+                setattr(place, name, stand_in)
+
+
+_ESCAPES: _Escapes | None = None
+
+
+class _Ban:
+    """A dispatch mode refusing aten ops outside `allowed`, plus host escapes of tensor data.
+
+    `Tensor.numpy`, `tolist`, `__array__`, `map_`, `map2_` and `apply_` do not reach the
+    dispatcher: while forward runs their stand-ins (`_Escapes`) record a violation and raise
+    (NumPy or Python arithmetic on the data is compute done by no kernel of the candidate's).
+    On the CPU so do `__dlpack__` and `to_dlpack` (`numpy.from_dlpack`); on CUDA DLPack is how
+    CuPy kernels take torch's tensors.
+    """
+
     # The ways past the mode in torch's Python API (C++ reaches them through pybind11, by
     # names it can assemble at run time, which no source scan sees): every torch._C name that
     # pops, pushes, sets or guards dispatch modes and keys, and the operator handle's
@@ -248,6 +350,10 @@ class _Ban:
     def __init__(self, torch, allowed: set, device: str = "cpu") -> None:
         from torch.utils._python_dispatch import TorchDispatchMode
 
+        global _ESCAPES
+        if _ESCAPES is None:
+            _ESCAPES = _Escapes(torch, self.MODE_ESCAPES, self.MODE_QUERIES)
+        self.escapes = _ESCAPES
         violations: list[str] = []
         self.violations = violations
         allowed = frozenset(allowed)  # nothing can be added to it from inside forward
@@ -292,99 +398,30 @@ class _Ban:
                 return func(*args, **(kwargs or {}))
 
         self.mode = Mode()
-        self.tensor = torch.Tensor
-        escapes = self.HOST_ESCAPES + (self.CPU_HOST_ESCAPES if device == "cpu" else ())
-        self.saved = {name: getattr(torch.Tensor, name) for name in escapes}
-        import torch.utils._python_dispatch as python_dispatch
-
-        # torch._C's own, the copies torch.utils._python_dispatch imported (its _pop_mode), and
-        # the operator handle's redispatch. The refusers hold the violation list and a name.
-        places = [
-            (torch._C, name)
-            for name in dir(torch._C)
-            if self.MODE_ESCAPES.search(name) and name not in self.MODE_QUERIES
-        ]
-        places += [
-            (python_dispatch, name)
-            for name in (
-                "_pop_torch_dispatch_stack",
-                "_push_on_torch_dispatch_stack",
-                "_get_dispatch_stack_at",
-            )
-            if hasattr(python_dispatch, name)
-        ]
-        if device == "cpu":  # a DLPack capsule NumPy reads through an object of one's own
-            import torch.utils.dlpack as dlpack
-
-            places += [(torch._C, n) for n in dir(torch._C) if n.startswith("_to_dlpack")]
-            places += [
-                (place, "to_dlpack") for place in (torch, dlpack) if hasattr(place, "to_dlpack")
-            ]
-        handle = getattr(torch._C, "_DispatchOperatorHandle", None)
-        if handle is not None and hasattr(handle, "redispatch_boxed"):
-            places.append((handle, "redispatch_boxed"))
-        # Tensor bytes to a file and back with no operator (torch.save's raw storage, read by
-        # NumPy; torch.frombuffer wraps the result): compute the ban would not see.
-        import torch.serialization as serialization
-
-        places += [
-            (place, name)
-            for place, name in (
-                (torch, "save"),
-                (serialization, "save"),
-                (torch, "frombuffer"),
-                (torch, "from_file"),
-                (torch.UntypedStorage, "_write_file"),
-                (torch.UntypedStorage, "from_file"),
-            )
-            if hasattr(place, name)
-        ]
-        self.escapes = [
-            (
-                place,
-                name,
-                getattr(place, name),
-                _escape_refuser(violations, name, getattr(place, "__name__", "torch._C")),
-            )
-            for place, name in places
-        ]
-
-    def _refuse(self, name: str):
-        def refused(*args, **kwargs):
-            if len(self.violations) < 20:
-                self.violations.append(
-                    f"torch_fallback: Tensor.{name} called inside ModelNew.forward (tensor data"
-                    " taken to the host for NumPy or Python arithmetic)"
-                )
-            raise RuntimeError(f"Tensor.{name} is not allowed inside ModelNew.forward")
-
-        return refused
+        # On CUDA DLPack stays open (CuPy); everything else the stand-ins cover is refused.
+        self.refused = frozenset(
+            key
+            for _, name, key, _ in self.escapes.installed
+            if device == "cpu"
+            or not (name == "__dlpack__" or name.lstrip("_").startswith("to_dlpack"))
+        )
 
     @contextlib.contextmanager
     def active(self):
-        stand_ins = {name: self._refuse(name) for name in self.saved}
+        escapes = self.escapes
         with self.mode:
-            # Set once the mode is on its stack, put back before it comes off (its exit pops it
-            # through torch's Python API): what forward put in their place is dropped while
-            # the mode still judges it (a stand-in of the solution's whose destructor ran
-            # PyTorch's copy once the ban was lifted: red-team round 16).
-            for name, refused in stand_ins.items():
-                setattr(self.tensor, name, refused)
-            for module, name, _, refused in self.escapes:
-                setattr(module, name, refused)
+            # Refused once the mode is on its stack, passed through again before it comes off
+            # (its exit pops it through torch's Python API). A stand-in replaced by the
+            # solution is put back: outside forward before the call, and inside while the
+            # mode still judges what forward put there (a stand-in of the solution's whose
+            # destructor ran PyTorch's copy once the ban was lifted: red-team round 16).
+            escapes.replaced(self.violations, "outside ModelNew.forward")
+            escapes.refusing = (self.violations, self.refused)
             try:
                 yield
             finally:
-                places = [
-                    (self.tensor, name, fn, stand_ins[name]) for name, fn in self.saved.items()
-                ]
-                for place, name, fn, refused in places + self.escapes:
-                    if getattr(place, name, None) is not refused and len(self.violations) < 20:
-                        self.violations.append(
-                            f"torch_fallback: {name} was replaced inside ModelNew.forward (a"
-                            " stand-in of the judge's)"
-                        )
-                    setattr(place, name, fn)
+                escapes.refusing = None
+                escapes.replaced(self.violations, "inside ModelNew.forward")
 
 
 def _switch_refuser(violations: list, name: str, what: str = ""):
@@ -477,6 +514,23 @@ class _ThreadBan:
         return found
 
 
+# Files that are a process's (or the machine's) memory: /proc/<pid>/mem and its kin.
+_PROCESS_MEMORY = re.compile(
+    r"^/proc/[^/]+(?:/task/[^/]+)?/(?:mem|pagemap|map_files(?:/.*)?)$|^/dev/k?mem$|^/proc/kcore$"
+)
+
+
+def _process_memory(path) -> bool:
+    """Whether `path` (as open() takes it: a path or a file descriptor) is process memory."""
+    try:
+        if isinstance(path, int):
+            path = f"/proc/self/fd/{path}"
+        path = os.fsdecode(path)
+        return bool(_PROCESS_MEMORY.match(os.path.realpath(path)))
+    except (TypeError, ValueError, OSError):
+        return False
+
+
 class _MainThread:
     """What keeps code of the solution's off the runner's thread outside forward's ban.
 
@@ -523,6 +577,15 @@ class _MainThread:
             if event == "sys.addaudithook":
                 self._violation("an audit hook added")
                 raise RuntimeError("audit hooks are not allowed in a solution")
+            if event == "open" and args and _process_memory(args[0]):
+                # Any tensor's bytes read by address from Python, and written back (red-team
+                # round 21, reward 2 under the external rules, where open() may read files).
+                if len(self.violations) < 20:
+                    self.violations.append(
+                        "torch_fallback: the process's memory opened as a file"
+                        f" ({str(args[0])[:60]}): tensor data taken to the host past the ban"
+                    )
+                raise PermissionError("a process's memory may not be opened in a solution")
 
         sys.addaudithook(audit)
 
@@ -1019,6 +1082,7 @@ class Runner:
             self.main = _MainThread(self.ban.violations, self.own_calls.not_own)
             self.main.refuse_audit_hooks()
             self.main.refuse_kernel_overrides(torch)
+            self.ban.escapes.adopt()
         try:
             _enter_solution_folder(init["solution_dir"])
             solution = _import_file("model_new", os.path.join(init["solution_dir"], "model_new.py"))

@@ -130,3 +130,69 @@ def test_candidate_processes_hash_strings_alike():
         for _ in range(2)
     }
     assert len(hashes) == 1
+
+
+def test_host_escapes_taken_before_forward_are_the_judges_stand_ins():
+    """`host = torch.Tensor.numpy` at import: the stand-ins are in place for the runner's life
+    (before, only while forward ran), passing through outside forward and refusing inside."""
+    code = (
+        "import io, sys, torch\n"
+        f"sys.path.insert(0, {str(RUNNER_PATH.parent)!r})\n"
+        "import runner\n"
+        "ban = runner._Ban(torch, {'aten::empty_like'}, 'cuda')\n"
+        "host, save = torch.Tensor.numpy, torch.save\n"
+        "x = torch.ones(4)\n"
+        "outside = [float(host(x).sum()), x.tolist()[0], x.__dlpack__() is not None]\n"
+        "refused = []\n"
+        "for how in ('numpy', 'save', 'dlpack'):\n"
+        "    with ban.active():\n"
+        "        try:\n"
+        "            if how == 'numpy': host(x)\n"
+        "            elif how == 'save': save(x, io.BytesIO())\n"
+        "            else: x.__dlpack__()\n"
+        "        except RuntimeError:\n"
+        "            refused.append(how)\n"
+        "torch.Tensor.tolist = lambda self: [0.0]\n"
+        "with ban.active():\n"
+        "    pass\n"
+        "print(outside, ','.join(refused), len(ban.violations), x.tolist())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    # (DLPack stays open on CUDA: CuPy takes torch's tensors through it.)
+    assert out.stdout.split() == [
+        "[4.0,",
+        "1.0,",
+        "True]",
+        "numpy,save",
+        "3",
+        "[1.0,",
+        "1.0,",
+        "1.0,",
+        "1.0]",
+    ]
+
+
+def test_the_processs_memory_cannot_be_opened_as_a_file():
+    """Under the external rules open() may read files: not /proc/self/mem (tensor data by
+    address, read and written back from Python), by any of its names or through a link."""
+    code = (
+        "import os, sys, tempfile\n"
+        f"sys.path.insert(0, {str(RUNNER_PATH.parent)!r})\n"
+        "import runner\n"
+        "main = runner._MainThread([], ())\n"
+        "main.refuse_audit_hooks()\n"
+        "link = os.path.join(tempfile.mkdtemp(), 'm')\n"
+        "os.symlink('/proc/self/mem', link)\n"
+        "refused = 0\n"
+        "for path in ('/proc/self/mem', '/proc/thread-self/mem', link):\n"
+        "    try:\n"
+        "        open(path, 'rb')\n"
+        "    except PermissionError:\n"
+        "        refused += 1\n"
+        "status = open('/proc/self/status').read()\n"
+        "print(refused, len(main.violations), 'Pid' in status)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["3", "3", "True"]
