@@ -81,6 +81,13 @@ _PYTHON_BUFFER_COPY = re.compile(
     r"^(?:PyBuffer_FromContiguous|PyBuffer_ToContiguous|PyObject_CopyData|PyBuffer_GetPointer"
     r"|PyMemoryView_FromBuffer|PyMemoryView_FromMemory|PyMemoryView_GetContiguous)(?:@.*)?$"
 )
+# libtorch_python's conversions of a tensor's data to and from NumPy (and its legacy
+# constructor from Python data), called from C++ past the runner's Python stand-ins (red-team
+# round 23: `tensor_to_numpy` views of the input and output, libpython's copies transposing).
+_PYTHON_DATA = re.compile(
+    r"\btorch::utils::(?:tensor_to_numpy|tensor_from_numpy|legacy_tensor_ctor|tensor_\w+"
+    r"|\w*numpy\w*)\b"
+)
 # In any case (MKL exports SGEMM, SGEMM_64, sgemm_64_, ...).
 # Also under a vendor's prefix: NumPy's bundled OpenBLAS exports scipy_cblas_sgemm64_.
 _BLAS = re.compile(
@@ -322,6 +329,7 @@ def bad_symbol(
         or _RUNTIME_LOOKUP.match(symbol)
         or _PYTHON_BY_NAME.match(symbol)
         or _PYTHON_BUFFER_COPY.match(symbol)
+        or _PYTHON_DATA.search(symbol)
         or _OWN_INTERPRETERS.match(symbol)
         or _PROFILER_STATE.search(symbol)
     ):

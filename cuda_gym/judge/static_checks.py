@@ -11,8 +11,14 @@ early; the dispatcher ban and the runtime checks are the defence.
 from __future__ import annotations
 
 import ast
+import builtins
+import functools
+import importlib
+import inspect
 import re
 import string
+import sys
+import types
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -34,9 +40,9 @@ RULES: dict[str, str] = {
     "torch_compile": "No torch.compile, Module.compile, torch.jit, torch._dynamo, torch._inductor, "
     "torch.fx, torch.export or torch.compiler.",
     "host_compute": "No Tensor.map_, map2_ or apply_ (PyTorch runs a Python function on every "
-    "element: the interpreter computes, not a kernel) and no NumPy array protocol of your own "
+    "element: the interpreter computes, not a kernel), no NumPy array protocol of your own "
     "(__array_interface__, __array_struct__, __array__, __dlpack__: NumPy over a tensor's "
-    "memory).",
+    "memory) and no memoryview (Python gathering raw memory).",
     "tensor_subclass": "No tensor subclasses or torch modes, __torch_function__, "
     "__torch_dispatch__, as_subclass or _make_subclass.",
     "side_stream": "No streams, events or CUDA graphs unless the task allows streams.",
@@ -163,6 +169,22 @@ NATIVE_FORBIDDEN_TOKENS = (
     "pybind11::array",
     "PyArray_",
     "numpy/arrayobject.h",
+    # ... or libtorch_python's own NumPy view of a tensor, called from C++ past the runner's
+    # stand-in for Tensor.numpy (red-team round 23: NumPy's buffer and libpython's copies did
+    # a transpose, reward 2).
+    "tensor_to_numpy",
+    "tensor_from_numpy",
+    "tensor_numpy.h",
+    # ... or raw bytes of a tensor's handed to Python, whose slicing gathers them (round 23:
+    # a memoryview's strided tobytes() of an own copy of the input did transpose_pad).
+    "py::bytes",
+    "pybind11::bytes",
+    "py::bytearray",
+    "pybind11::bytearray",
+    "py::memoryview",
+    "pybind11::memoryview",
+    "PyBytes_From",
+    "PyByteArray_From",
     # ... or a DLPack capsule made by hand for NumPy's from_dlpack (round 21).
     "dlpack",
     "DLManagedTensor",
@@ -293,6 +315,14 @@ _ATTRIBUTE_RULES: dict[str, str] = {
     # or NumPy's view of an array's memory through it.
     "ctypes": "introspection",
     "_ctypes": "introspection",
+    # The interpreter's own modules as any object's attribute: a module re-exported by another
+    # (`torch.sys`) is judged as its real name (_reexported_module), but an allowed module
+    # reached through a container, a default argument or a class attribute is no path the
+    # checks can follow (`[torch][0].sys`); nor a module's lazy attributes by name.
+    **dict.fromkeys(
+        "sys builtins importlib gc inspect subprocess marshal mmap runpy __getattr__".split(),
+        "introspection",
+    ),
     "data_ptr": "global_state",
     "_cdata": "global_state",
     "Model": "reference_access",
@@ -398,6 +428,9 @@ _MESSAGES = {
     "process_control": "`{name}` controls processes, signals or file descriptors; read "
     "os.environ and use os.path freely, but do all work in this process through your kernels.",
     "relative": "Relative imports are not allowed; import torch or kernels_ext by name.",
+    "reexport": "`{name}` is `{module}` (a module's imports are its attributes), which "
+    "solutions may not use; import only torch (public modules), your kernels "
+    "(kernels_ext, load_inline, cupy, triton) and {modules}.",
     "star": "`from {name} import *` is not allowed; import the names you use explicitly.",
     "reference_import": "Importing `{name}` reaches the reference; implement the computation "
     "in your own kernels instead.",
@@ -424,6 +457,9 @@ _MESSAGES = {
     "kernels instead.",
     "host_compute": "`{name}` runs Python on every element of a tensor; compute in your own "
     "kernels.",
+    "memoryview": "`memoryview` gathers raw memory in the interpreter (a strided view's "
+    "tobytes() of a tensor's bytes is a transpose done by Python: red-team round 23); move and "
+    "compute data with your own kernels.",
     "array_protocol": "`{name}` hands memory to NumPy (an array over a tensor's data computes "
     "with NumPy, not your kernels); compute in your own kernels.",
     "super_args": "`super({name}, ...)` may reach the methods of a class this file does not "
@@ -855,7 +891,17 @@ def _check_imports(mod: _Module) -> Iterator[StaticViolation]:
 
 def _check_module(node: ast.AST, module: str, rules: str) -> Iterator[StaticViolation]:
     top = module.partition(".")[0]
-    if top in REFERENCE_MODULES:
+    reached = _reexported_module(module, rules)
+    if reached is not None:
+        yield _at(
+            node,
+            "forbidden_import",
+            "reexport",
+            module,
+            module=reached,
+            modules=_module_list(rules),
+        )
+    elif top in REFERENCE_MODULES:
         yield _at(node, "reference_access", "reference_import", module)
     elif top not in ALLOWED_MODULES[rules] or _under(module, FORBIDDEN_TORCH_MODULES):
         yield _at(node, "forbidden_import", "import", module, modules=_module_list(rules))
@@ -863,6 +909,77 @@ def _check_module(node: ast.AST, module: str, rules: str) -> Iterator[StaticViol
         yield _at(node, "private_api", name=module)
     elif _is_os_control(module):
         yield _at(node, "process_control", name=module)
+
+
+# The solution's own modules: never imported by the judge.
+_OWN_MODULES = frozenset({"kernels_ext"})
+# The builtins the rules refuse by name, by identity: reached as another module's attribute.
+_DANGEROUS_BUILTINS = {
+    id(getattr(builtins, n)): n for n in _DYNAMIC_CALLS | _ATTR_FUNCTIONS if hasattr(builtins, n)
+}
+
+
+@functools.lru_cache(maxsize=4096)
+def _reexported_module(name: str, rules: str) -> str | None:
+    """What `name` really is when it reaches a forbidden module through an allowed one.
+
+    A module's imports are its attributes: `torch.sys`, `typing.sys`, `torch.builtins`,
+    `torch.os.system`, `from torch import os` are sys, builtins and os under other names. The
+    path is followed in the judge's own copies of the allowed modules, reading each step
+    statically (no module's `__getattr__` runs, nothing is called). A module reached under
+    another name than its own goes on as its real name: that path must pass the rules an
+    import of it would. Returns the real path when it does not, else None (also when the path
+    cannot be followed: a name the judge's copy lacks fails in the solution too).
+    """
+    parts = name.split(".")
+    top = parts[0]
+    if top not in ALLOWED_MODULES[rules] or top in _OWN_MODULES or len(parts) < 2:
+        return None
+    obj = sys.modules.get(top)
+    if obj is None:
+        try:
+            obj = importlib.import_module(top)
+        except Exception:  # not installed here: the solution's import fails as well
+            return None
+    for k, part in enumerate(parts[1:], start=2):
+        try:
+            obj = inspect.getattr_static(obj, part)
+        except AttributeError:
+            obj = _submodule(obj, part)
+            if obj is None:
+                return None
+        if not isinstance(obj, types.ModuleType):
+            builtin = _DANGEROUS_BUILTINS.get(id(obj))
+            if builtin is not None and obj is getattr(builtins, builtin, None):
+                return f"builtins.{builtin}"  # (`x.getattr`: a module's `from builtins import`)
+            continue
+        if sys.modules.get(".".join(parts[:k])) is obj:
+            continue  # under its own name (os.path, torch.nn): the import rules judge it
+        real = getattr(obj, "__name__", None)
+        if not isinstance(real, str) or real == ".".join(parts[:k]):
+            return None
+        path = ".".join([real, *parts[k:]])
+        if real.partition(".")[0] not in ALLOWED_MODULES[rules] or _under(
+            real, FORBIDDEN_TORCH_MODULES
+        ):
+            return path
+        if _is_os_control(path):
+            return path
+        return _reexported_module(path, rules)
+    return None
+
+
+def _submodule(obj: object, part: str) -> types.ModuleType | None:
+    """`obj.part` when `obj` is a module and `part` a public submodule not imported yet."""
+    if not isinstance(obj, types.ModuleType) or part.startswith("_"):
+        return None
+    name = f"{obj.__name__}.{part}"
+    if name in sys.modules:
+        return sys.modules[name]
+    try:
+        return importlib.import_module(name)
+    except Exception:  # no such module: the solution's path fails at run time too
+        return None
 
 
 def _is_os_control(name: str) -> bool:
@@ -915,6 +1032,17 @@ def _check_attributes(mod: _Module) -> Iterator[StaticViolation]:
         if not isinstance(node, (ast.Attribute, ast.Name)) or id(node) in mod.targets:
             continue
         name = _qualified_name(node, mod.aliases)
+        reached = name and _reexported_module(name, mod.rules)
+        if reached:
+            yield _at(
+                node,
+                "forbidden_import",
+                "reexport",
+                name,
+                module=reached,
+                modules=_module_list(mod.rules),
+            )
+            continue
         rule = name and _name_rule(name, mod.allow_streams)
         if rule == "dynamic_code":
             key = (
@@ -1112,6 +1240,10 @@ def _check_array_protocol(mod: _Module) -> Iterator[StaticViolation]:
         if name in ARRAY_PROTOCOL_NAMES:
             yield StaticViolation(
                 "host_compute", getattr(node, "lineno", 0), _message("array_protocol", name=name)
+            )
+        elif name == "memoryview":
+            yield StaticViolation(
+                "host_compute", getattr(node, "lineno", 0), _message("memoryview", name=name)
             )
 
 

@@ -252,3 +252,12 @@ def test_a_cublas_call_in_a_real_shared_object_is_refused(tmp_path):
     assert native_checks.symbol_violations(lib) == []
     (found,) = native_checks.symbol_violations(lib, vendor_allowed=False)
     assert "cublasSgemm_v2" in found and violation_kind(found) is ViolationKind.NATIVE_SYMBOLS
+
+
+def test_libtorch_pythons_numpy_conversions_are_refused_by_symbol():
+    """Called from C++ they pass the runner's Python stand-ins for Tensor.numpy (round 23)."""
+    from cuda_gym.judge.native_checks import bad_symbol
+
+    assert bad_symbol("torch::utils::tensor_to_numpy(at::Tensor const&, bool)")
+    assert bad_symbol("torch::utils::tensor_from_numpy(_object*, bool)")
+    assert not bad_symbol("torch::utils::device_lazy_init(c10::DeviceType)")

@@ -382,7 +382,10 @@ def test_exploit_is_flagged_with_rule_and_line(source, expected):
             [("introspection", 3)],
         ),
         ("s = super\n", [("introspection", 1)]),
-        ("import torch\nc = torch.ctypes.c_float\n", [("introspection", 2)]),
+        (
+            "import torch\nc = torch.ctypes.c_float\n",
+            [("forbidden_import", 2), ("introspection", 2)],
+        ),
         # NumPy over a tensor's memory: an array protocol of the solution's (round 21)
         (
             "class Raw:\n    def __init__(self, a):\n"
@@ -496,13 +499,16 @@ def test_static_violation_is_frozen():
         # The mode stack's getters reached through a module found at run time, and closures.
         (
             "import typing\nm = typing.sys.modules['torch._C']._get_dispatch_stack_at(0)\n",
-            [("introspection", 2)],
+            [("forbidden_import", 2), ("introspection", 2)],
         ),
         ("def f(cell):\n    return cell.cell_contents\n", [("introspection", 2)]),
         ("import operator\nget = operator.attrgetter('_C')\n", [("dynamic_code", 2)]),
         ("from operator import methodcaller\nm = methodcaller('x')\n", [("dynamic_code", 2)]),
         ("from torch.utils._python_dispatch import _pop_mode\n", [("private_api", 1)]),
-        ("import torch\nclocks = [torch._logging._internal.time]\n", [("private_api", 2)]),
+        (
+            "import torch\nclocks = [torch._logging._internal.time]\n",
+            [("forbidden_import", 2), ("private_api", 2)],
+        ),
         ("import torch\nv = torch.__version__\n", []),
         ("def forward(self, x, memo={}):\n    return x\n", [("global_state", 1)]),
         ("def f(x, *, seen=set()):\n    return x\n", [("global_state", 1)]),
@@ -1028,3 +1034,61 @@ def test_code_written_elsewhere_may_read_its_sources_and_keep_a_main_block():
 )
 def test_evaluating_string_annotations_is_refused(source):
     assert "dynamic_code" in {v.rule for v in check_solution_source(source)}
+
+
+@pytest.mark.parametrize(
+    "rules, source, reached",
+    [
+        ("env", "import torch\nm = torch.sys.modules\n", "sys.modules"),
+        ("env", "import typing\nm = typing.sys\n", "sys"),
+        ("external", "from typing import sys\n", "sys"),
+        ("env", "import torch\ng = torch.builtins.getattr\n", "builtins.getattr"),
+        ("env", "from torch import os\n", "os"),
+        ("external", "import torch\ntorch.os.system('x')\n", "os.system"),
+        ("env", "import torch.utils.cpp_extension as ce\nce.os.path.join('a')\n", "os.path.join"),
+        ("external", "import torch\nm = torch.importlib\n", "importlib"),
+    ],
+)
+def test_modules_reached_through_an_allowed_modules_attributes_are_judged_as_imports(
+    rules, source, reached
+):
+    """A module's imports are its attributes: `torch.sys` is sys under another name."""
+    found = check_solution_source(source, rules=rules)
+    assert any(v.rule == "forbidden_import" and f"is `{reached}`" in v.message for v in found)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import torch\nx = [torch][0].sys\n",
+        "import torch\nx = (torch if True else None).sys\n",
+        "import torch\ndef f(m=torch):\n    return m.builtins\n",
+        "import torch\nclass A:\n    t = torch\nx = A.t.gc\n",
+        "import torch\nm = torch.__getattr__('_dynamo')\n",
+    ],
+)
+def test_the_interpreters_modules_are_refused_as_any_objects_attribute(source):
+    """Where no path can be followed (a container, a default, a class attribute)."""
+    assert "introspection" in [v.rule for v in check_solution_source(source)]
+
+
+@pytest.mark.parametrize(
+    "rules, source",
+    [
+        ("external", "import os\np = os.path.join('a', 'b')\n"),
+        ("external", "import torch.utils.cpp_extension as ce\np = ce.os.path.join('a')\n"),
+        ("external", "from torch import os\nv = os.environ.get('X')\n"),
+        ("env", "import torch\ntorch.random.manual_seed(0)\nw = torch.signal.windows\n"),
+        ("env", "import torch.nn.functional as F\nimport torch\ny = F.relu(torch.ones(1))\n"),
+    ],
+)
+def test_submodules_and_allowed_modules_under_other_names_pass(rules, source):
+    assert check_solution_source(source, rules=rules) == []
+
+
+def test_memoryview_and_raw_bytes_for_python_are_refused():
+    """A strided memoryview's tobytes() of a tensor's bytes is a transpose done by Python."""
+    source = "def f(b):\n    return memoryview(b).cast('f')[::3].tobytes()\n"
+    assert [(v.rule, v.line) for v in check_solution_source(source)] == [("host_compute", 2)]
+    for cpp in ("py::bytes to_bytes(torch::Tensor x);", "PyBytes_FromStringAndSize(p, n);"):
+        assert [v.rule for v in check_native_sources({"k.cpp": cpp})] == ["dispatcher_bypass"]
