@@ -785,6 +785,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-runs", type=int, help="JudgeConfig.warmup_runs")
     p.add_argument("--correctness-trials", type=int, help="JudgeConfig.correctness_trials")
     p.add_argument("--baselines", nargs="+", choices=("eager", "compile"))
+    p.add_argument(
+        "--memory-per-step", action="store_true", help="JudgeConfig.memory_per_step (CUDA)"
+    )
     p.add_argument("--out", default="benchmarks/results/rl_load.json")
     return p
 
@@ -797,6 +800,7 @@ def judge_config(args: argparse.Namespace, device: str, cache: Path) -> JudgeCon
         "warmup_runs": args.warmup_runs,
         "correctness_trials": args.correctness_trials,
         "baselines": tuple(args.baselines) if args.baselines else None,
+        "memory_per_step": True if args.memory_per_step else None,
     }
     given = {k: v for k, v in overrides.items() if v is not None}
     return JudgeConfig(device=device, cache_dir=cache, **given)

@@ -142,6 +142,11 @@ class JudgeConfig:
         gate_wait_max_s: The most a worker's clock stops while it waits for the gate. The
             worker reports the wait itself, so a hostile candidate could claim it: this bounds
             what a hanging candidate can cost beyond run_timeout_s.
+        memory_per_step: CUDA: a worker takes its device-memory reservation once it is in the
+            gate (waiting for it outside the gate) and keeps only its measured base while it
+            steps out between correctness trials (judge/roles.py); False (the default until
+            measured on a GPU): the whole reservation is taken before the gate and held for the
+            worker's life.
         code_rules: The static rule set for model_new.py (judge/static_checks.py): "env" (the
             environment's, which the agent reads in the workspace skill) or "external" (code
             written elsewhere: `cuda-gym judge` and the KernelBench harness use it, so honest
@@ -186,6 +191,7 @@ class JudgeConfig:
     fast_worker_start: bool | None = None
     device_gate: bool = True
     gate_wait_max_s: float = 600.0
+    memory_per_step: bool = False
     precompiled_header: bool | None = None
     sandbox: bool | None = None
     sandbox_memory_gib: float | None = None

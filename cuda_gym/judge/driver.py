@@ -663,6 +663,10 @@ class Driver:
                 self.result.candidate_error = str(exc)
                 self.result.stage = "load"
                 return self._finish()
+            if self.device == "cuda":
+                # What the judgement keeps between its trials: it steps out of the gate for
+                # waiting timers with only that reserved (roles.make_way).
+                roles.keep_memory_base([served.link.proc.pid])
             failure = None
             try:
                 self._judge(served)
@@ -698,7 +702,9 @@ class Driver:
         trials = Comparison()
         first = None
         for k, (seed, dist) in enumerate(zip(req.seeds, req.distributions)):
-            roles.make_way(self.rep, self.device)  # a timer waits for one trial, not all
+            # A timer waits for one trial, not all; stepped out, only the base is reserved
+            # (the last trial's tensors are gone, the runner empties its cache after them).
+            roles.make_way(self.rep, self.device, idle=True)
             inputs = make_inputs(self.task, seed, self.device, dist)
             fseed = forward_seed(seed)
             exp, exp64, scales = self._reference(inputs, fseed)

@@ -769,6 +769,7 @@ class Judge:
             "device_gate": self.config.device_gate,
             "gate_alone": bool(request.get("gate_alone")),
             "device_bytes": request.get("device_bytes"),
+            "memory_per_step": self.config.memory_per_step,
         }
         request = {k: v for k, v in request.items() if k not in ("gate_alone", "device_bytes")}
         request["header"] = header

@@ -114,6 +114,8 @@ class WorkerHeader:
             MemoryLedger of cuda_gym.runtime.device_gate); None: no reservation.
         fork_server: The address of the judge's fork server of runners
             (cuda_gym.runtime.fork_server), or None: runners start afresh.
+        memory_per_step: Take the reservation once in the gate and keep only the base between
+            trials (JudgeConfig.memory_per_step).
     """
 
     result_path: str
@@ -123,6 +125,7 @@ class WorkerHeader:
     gate_alone: bool = False
     device_bytes: int | None = None
     fork_server: str | None = None
+    memory_per_step: bool = False
 
 
 @dataclass(frozen=True)

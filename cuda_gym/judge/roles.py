@@ -147,25 +147,89 @@ def sleep_on_gpu_waits(device: str) -> bool:
 # This worker's DeviceGate (cuda_gym.runtime.device_gate), when the judge asked for one: held
 # shared for the worker's whole device work, alone while it times or profiles.
 _GATE = None
+# Its MemoryLedger and the bytes its estimate asks for, on CUDA: the whole estimate is held
+# inside the gate and taken there (`_take_memory`); between the trials it keeps only its base.
+_LEDGER = None
+_WANTED = 0
 
 
 def open_gate(header, rep: Reporter):
-    """Enter the device's gate (shared) if `header` (a WorkerHeader) asks for it; a context."""
-    global _GATE
+    """Enter the device's gate (shared) if `header` (a WorkerHeader) asks for it; a context.
+
+    On CUDA with a memory estimate the worker reserves it in the judges' ledger: before the
+    gate, for its whole life; or with `memory_per_step` once it is in the gate (its wait for
+    the gate holds no memory; a reservation that does not fit yet is waited for outside the
+    gate, never inside: a timer would wait on it), keeping only its base between trials.
+    """
+    global _GATE, _LEDGER, _WANTED
     if not header.device_gate:
         return contextlib.nullcontext()
     from cuda_gym.runtime.device_gate import DeviceGate, MemoryLedger, device_identity
 
     name = device_identity(header.device)  # imports torch (stage "start")
-    if header.device == "cuda" and (header.gate_alone or header.device_bytes is not None):
+    if header.device == "cuda" and header.gate_alone:
+        # A rerun after running out of memory has the device to itself throughout.
         rep.enter("memory")  # waiting for device memory: the parent's clock stops too
         capacity = device_memory_capacity()
-        ledger = MemoryLedger(name, capacity)  # released when this process exits
-        ledger.reserve(capacity if header.gate_alone else header.device_bytes)
+        MemoryLedger(name, capacity).reserve(capacity)  # released when this process exits
+        rep.enter("gate", "entry")
+        _GATE = DeviceGate(name)
+        return _GATE.exclusive()
+    if header.device == "cuda" and header.device_bytes is not None:
+        ledger = MemoryLedger(name, device_memory_capacity())  # released when this process exits
+        if not header.memory_per_step:
+            rep.enter("memory")  # waiting for device memory: the parent's clock stops too
+            ledger.reserve(header.device_bytes)
+        else:
+            _LEDGER, _WANTED = ledger, int(header.device_bytes)
     rep.enter("gate", "entry")
     _GATE = DeviceGate(name)
-    # A rerun after running out of memory has the device to itself throughout.
-    return _GATE.exclusive() if header.gate_alone else _GATE.shared()
+    return _GATE.shared() if _LEDGER is None else _shared_with_memory(rep)
+
+
+@contextlib.contextmanager
+def _shared_with_memory(rep: Reporter):
+    with _GATE.shared():
+        _take_memory(rep)
+        yield
+
+
+def _take_memory(rep: Reporter) -> None:
+    """In the gate (shared): hold the whole estimate, waiting for it outside the gate."""
+    missing = _WANTED - _LEDGER.held
+    if missing <= 0 or _LEDGER.try_reserve(missing):
+        return
+    stage = rep.stage
+    with _GATE.outside():
+        rep.enter("memory")
+        _LEDGER.reserve(missing)
+        rep.enter("gate", "entry")  # (taking the gate back)
+    rep.enter(stage)
+
+
+def keep_memory_base(runner_pids: list[int]) -> None:
+    """CUDA: measure what this worker and its runners hold now; keep that between trials.
+
+    Called once the candidate is loaded (its model and state on the device), its runner's
+    cached memory given back: NVML's counts (contexts included, cuda_gym.judge.device_use)
+    plus a margin, never more than the estimate. Without NVML's counts nothing is given back.
+    """
+    if _LEDGER is None:
+        return
+    import torch
+
+    from cuda_gym.judge.device_use import process_bytes
+
+    torch.cuda.empty_cache()
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    counts = process_bytes(str(getattr(props, "uuid", "")), runner_pids)
+    if counts is not None:
+        _LEDGER.set_base(min(_WANTED, sum(counts) + BASE_MARGIN_BYTES))
+
+
+# What a worker's base keeps beyond the measured counts (allocator rounding, a runner's
+# first call's workspace).
+BASE_MARGIN_BYTES = 1 << 28
 
 
 # The share of a GPU's memory that judge workers reserve together (the rest: CUDA contexts,
@@ -265,11 +329,14 @@ def alone(rep: Reporter, stage: str):
     return _gate_hold(rep, stage, lambda gate: gate.exclusive(), "alone")
 
 
-def make_way(rep: Reporter, device: str) -> None:
+def make_way(rep: Reporter, device: str, idle: bool = False) -> None:
     """Between two steps of shared device work: let waiting timers go first, then go on.
 
     The device is synchronised first: nothing of this process's runs while they time. The wait
-    to come back is in stage "gate", where the parent stops the worker's clock.
+    to come back is in stage "gate", where the parent stops the worker's clock. idle: neither
+    this process nor its runner holds more than their base now (between correctness trials:
+    the runner gives its cached memory back after untimed calls): only the base is kept while
+    stepped out, and the rest taken again on the way back in.
     """
     if _GATE is None or _GATE.held != "shared" or not _GATE.timers_waiting():
         return
@@ -280,7 +347,12 @@ def make_way(rep: Reporter, device: str) -> None:
     stage = rep.stage
     rep.enter("gate", "step")
     try:
+        if idle and _LEDGER is not None and _LEDGER.base is not None:
+            torch.cuda.empty_cache()
+            _LEDGER.shrink()
         _GATE.make_way()
+        if _LEDGER is not None:
+            _take_memory(rep)
     finally:
         rep.enter(stage)
 

@@ -224,17 +224,20 @@ class MemoryLedger:
     """Device memory reserved by the judge workers of every process on the machine.
 
     The gate keeps timings apart; this keeps memory from running out when many judgements of
-    large tasks share a GPU (each worker holds its reference, inputs and outputs for its whole
-    run, waiting at the gate included). A worker waits until its estimate fits beside what
-    others hold. One JSON file per device next to the gate's files, `{"held": {pid: bytes},
-    "waiting": [[pid, bytes], ...]}`, changed under its flock; entries of dead processes are
-    dropped by whoever reads them, so a killed worker frees its share. Only the oldest waiter
-    may take a reservation (a large one is not starved by small ones), and one larger than the
-    capacity waits until nobody else holds any.
+    large tasks share a GPU. A worker waits until its estimate fits beside what others hold.
+    One JSON file per device next to the gate's files, `{"held": {pid: bytes}, "base": {pid:
+    bytes}, "waiting": [[pid, bytes], ...]}`, changed under its flock; entries of dead
+    processes are dropped by whoever reads them, so a killed worker frees its share. Only the
+    oldest waiter may take a reservation (a large one is not starved by small ones).
+
+    A worker may hold its whole estimate only while it works on the device and keep a `base`
+    (its CUDA contexts and models) between steps (`shrink`; `grow` takes the rest back). One
+    larger than what is free waits until no other process holds more than its base, then
+    takes it anyway: every other holder is then between steps, using little.
 
     Args:
         name: The device's identity (as for DeviceGate).
-        capacity: Bytes the judges of this machine may reserve on the device together.
+        capacity: Bytes the judges of this machine may reserve together.
         directory: Where the ledger lives (default: `gate_dir()`).
     """
 
@@ -250,6 +253,7 @@ class MemoryLedger:
         with contextlib.suppress(PermissionError):
             os.fchmod(self._fd, 0o666)
         self.held = 0
+        self.base: int | None = None  # kept between device steps (`set_base`)
         self.waited_s = 0.0
 
     def _update(self, change) -> bool:
@@ -263,8 +267,9 @@ class MemoryLedger:
             except ValueError:
                 state = {}
             held = {p: int(b) for p, b in (state.get("held") or {}).items() if _alive(int(p))}
+            base = {p: int(b) for p, b in (state.get("base") or {}).items() if p in held}
             waiting = [[int(p), int(b)] for p, b in state.get("waiting") or [] if _alive(int(p))]
-            state = {"held": held, "waiting": waiting}
+            state = {"held": held, "base": base, "waiting": waiting}
             answer = change(state)
             data = json.dumps(state).encode()
             os.lseek(self._fd, 0, os.SEEK_SET)
@@ -274,29 +279,74 @@ class MemoryLedger:
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
-    def reserve(self, nbytes: int) -> None:
-        """Wait until `nbytes` fit (in turn), then hold them until `release` or this exits."""
+    def _take(self, nbytes: int, queue: bool):
+        """A change taking `nbytes` more for this process if they fit, in turn (see the doc)."""
         pid = os.getpid()
-        nbytes = max(0, int(nbytes))
-        start = time.monotonic()
 
         def take(state: dict) -> bool:
-            held, waiting = state["held"], state["waiting"]
-            if not any(p == pid for p, _ in waiting):
+            held, base, waiting = state["held"], state["base"], state["waiting"]
+            queued = any(p == pid for p, _ in waiting)
+            if queue and not queued:
                 waiting.append([pid, nbytes])
-            first = waiting[0][0] == pid
+            first = (waiting[0][0] == pid) if waiting else True
+            if not queue and waiting and not queued:
+                return False  # others wait: a try does not pass them
             used = sum(held.values())
-            fits = used + nbytes <= self.capacity or not held
+            others_working = any(b > base.get(p, 0) for p, b in held.items() if p != str(pid))
+            fits = used + nbytes <= self.capacity or not others_working
             if first and fits:
                 waiting[:] = [w for w in waiting if w[0] != pid]
                 held[str(pid)] = held.get(str(pid), 0) + nbytes
                 return True
             return False
 
-        while not self._update(take):
+        return take
+
+    def reserve(self, nbytes: int) -> None:
+        """Wait until `nbytes` more fit (in turn), then hold them until released or exit."""
+        nbytes = max(0, int(nbytes))
+        start = time.monotonic()
+        while not self._update(self._take(nbytes, queue=True)):
             time.sleep(self.POLL_S)
         self.held += nbytes
         self.waited_s += time.monotonic() - start
+
+    def try_reserve(self, nbytes: int) -> bool:
+        """Take `nbytes` more now if they fit and nobody waits; whether it did."""
+        nbytes = max(0, int(nbytes))
+        if not self._update(self._take(nbytes, queue=False)):
+            return False
+        self.held += nbytes
+        return True
+
+    def set_base(self, nbytes: int) -> None:
+        """What this process keeps between its device steps (at most what it holds)."""
+        pid = str(os.getpid())
+        nbytes = max(0, min(int(nbytes), self.held))
+
+        def put(state: dict) -> bool:
+            if pid in state["held"]:
+                state["base"][pid] = nbytes
+            return True
+
+        self._update(put)
+        self.base = nbytes
+
+    def shrink(self) -> int:
+        """Keep only the base; the bytes given back (take them again with `reserve`)."""
+        pid = str(os.getpid())
+        base = self.base
+        if base is None or self.held <= base:
+            return 0
+
+        def drop(state: dict) -> bool:
+            if pid in state["held"]:
+                state["held"][pid] = base
+            return True
+
+        self._update(drop)
+        given, self.held = self.held - base, base
+        return given
 
     def release(self) -> None:
         """Give back what this process holds."""
@@ -304,10 +354,12 @@ class MemoryLedger:
 
         def drop(state: dict) -> bool:
             state["held"].pop(pid, None)
+            state["base"].pop(pid, None)
             return True
 
         self._update(drop)
         self.held = 0
+        self.base = None
 
     def close(self) -> None:
         """Release and close the ledger file."""

@@ -74,3 +74,30 @@ def test_the_oldest_waiter_goes_first(tmp_path):
     assert reserved.wait(5)
     assert json.loads(ledger.path.read_text())["held"][str(os.getpid())] == GIB
     ledger.close()
+
+
+def test_a_worker_keeps_its_base_between_steps_and_tries_for_the_rest(tmp_path):
+    ledger = MemoryLedger("cuda-test", 10 * GIB, tmp_path)
+    # pid 1 (another worker) holds 6 GiB, working: 6 GiB of ours does not fit beside it.
+    ledger.path.write_text(json.dumps({"held": {"1": 6 * GIB}, "base": {"1": GIB}}))
+    assert not ledger.try_reserve(6 * GIB) and ledger.held == 0
+    assert ledger.try_reserve(3 * GIB)
+    ledger.set_base(GIB)
+    assert ledger.shrink() == 2 * GIB and ledger.held == GIB
+    state = json.loads(ledger.path.read_text())
+    assert state["held"][str(os.getpid())] == GIB and state["base"][str(os.getpid())] == GIB
+    # The other worker steps out to its base: now the whole 6 GiB may go beside it (and even
+    # more than fits, as nobody else is working).
+    ledger._update(lambda s: s["held"].update({"1": GIB}))
+    assert ledger.try_reserve(12 * GIB) and ledger.held == 13 * GIB
+    ledger.close()
+    state = json.loads(ledger.path.read_text())
+    assert str(os.getpid()) not in state["held"] and str(os.getpid()) not in state["base"]
+
+
+def test_a_try_does_not_pass_a_waiter(tmp_path):
+    ledger = MemoryLedger("cuda-test", 10 * GIB, tmp_path)
+    state = {"held": {}, "waiting": [[os.getppid(), 9 * GIB]]}
+    ledger.path.write_text(json.dumps(state))
+    assert not ledger.try_reserve(GIB)
+    ledger.close()
