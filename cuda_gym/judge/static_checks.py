@@ -95,6 +95,17 @@ NATIVE_FORBIDDEN_TOKENS = (
     "dispatch_stack",
     "cell_contents",
     "__closure__",
+    # A type's bases and method tables from C++: torch.Tensor's C base keeps the methods the
+    # runner's stand-ins replace on torch.Tensor (red-team round 24: TensorBase.tolist of a
+    # transposed view through Py_TYPE(x)->tp_base did a transpose task, reward 1).
+    "tp_base",
+    "tp_mro",
+    "tp_dict",
+    "tp_methods",
+    "tp_getset",
+    "__bases__",
+    "__base__",
+    "__mro__",
     # Functions of other libraries (libtorch's below the dispatcher) found by name at run time.
     "dlsym",
     "dlvsym",
