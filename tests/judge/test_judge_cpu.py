@@ -83,9 +83,9 @@ def test_hanging_kernel_is_killed_at_the_timeout(task, tmp_path):
     assert not verdict.correct and verdict.reward == -1
     assert "timed out" in verdict.error
     # Killed by its 8 s limit, not the default 120 s: the run stage's own time says so (the
-    # whole judgement's, builds and probe included, stretches on a loaded machine: 66 s once).
+    # whole judgement's, builds and probe included, stretches on a loaded machine: 66 s once,
+    # 148 s beside a false-rejection run and other slow tests, with its run stage at 5.3 s).
     assert verdict.stage_times_s["candidate.run"] < 30
-    assert verdict.duration_s < 120
 
 
 def test_missing_model_new_class(judge, task, tmp_path):

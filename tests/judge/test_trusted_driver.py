@@ -15,22 +15,39 @@ from tests.solutions import TASK_ID, write_solution
 pytestmark = pytest.mark.slow
 
 # Raises at construction if anything of the judge is importable from the candidate's process.
+# (The solution's Python reaches no sys.modules; its C++ does.)
 SNOOPING_MODEL_NEW = '''
-import typing
-
 import kernels_ext
 import torch
 import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
 
-_JUDGE = sorted(m for m in typing.sys.modules if m.split(".")[0] == "cuda_gym")
-_TASK = sorted(m for m in typing.sys.modules if m in ("reference_task", "model"))
+SNOOP = r"""
+#include <torch/extension.h>
+namespace py = pybind11;
+
+std::vector<std::string> found_modules() {
+  std::vector<std::string> found;
+  auto modules = py::reinterpret_borrow<py::dict>(PySys_GetObject("modules"));
+  for (auto item : modules) {
+    std::string name = py::str(item.first);
+    if (name.rfind("cuda_gym", 0) == 0 || name == "reference_task" || name == "model")
+      found.push_back(name);
+  }
+  return found;
+}
+"""
+
+_FOUND = load_inline(
+    name="test_snoop_modules", cpp_sources=SNOOP, functions=["found_modules"]
+).found_modules()
 
 
 class ModelNew(nn.Module):
     def __init__(self, hidden_size):
         super().__init__()
-        if _JUDGE or _TASK:
-            raise RuntimeError(f"found in the candidate's process: {_JUDGE + _TASK}")
+        if _FOUND:
+            raise RuntimeError(f"found in the candidate's process: {_FOUND}")
         self.gate_bias = nn.Parameter(torch.empty(hidden_size))
 
     def forward(self, x, gate):
