@@ -565,6 +565,10 @@ class Attributor:
             return "own"
         return "foreign"  # a file the runner wrote or brought, not one the judge built
 
+    def _moves_in_python(self, place: str) -> bool:
+        """Whether the interpreter's samples are named by function: a data-movement task's."""
+        return place == "interpreter" and self.moves_data and self.device == "cpu"
+
     def _cuda_runtime(self, path: str, name: str) -> bool:
         """On a GPU, code whose host time is launching and waiting (a trusted tree's)."""
         if self.device != "cuda":
@@ -620,7 +624,7 @@ class Attributor:
                 if m.start <= ip < m.end and ip != KERNEL_IP
             ]
             for place, m in found:
-                if place == "torch" and not self.vendor:
+                if (place == "torch" and not self.vendor) or self._moves_in_python(place):
                     address = virtual_address(m.path, ip - m.start + m.offset)
                     torch_addresses.setdefault(m.path, set()).add(address)
             inside.append((ip, found, k, tid != pid))
@@ -660,7 +664,12 @@ class Attributor:
         places = []
         for place, m in found:
             name = Path(m.path).name or "anonymous executable memory"
-            if place == "torch":
+            if self._moves_in_python(place):
+                address = virtual_address(m.path, ip - m.start + m.offset)
+                symbol = names.get(m.path, {}).get(address)
+                if symbol is not None and _PYTHON_DATA_MOVEMENT.match(symbol):
+                    place, name = "foreign", f"{name}'s {symbol} (Python moving the data)"
+            elif place == "torch":
                 if self.vendor:
                     place = "runtime"
                 else:
@@ -679,6 +688,23 @@ class Attributor:
         if any(place != "idle" for place, _ in places):
             places = [pn for pn in places if pn[0] != "idle"]
         return min(places, key=lambda pn: _SEVERITY[pn[0]])
+
+
+# The interpreter's own loops over a sequence's items (extended slicing and slice assignment of
+# lists, bytes, bytearrays and strs; joins), by their (static) names in libpython: on a task
+# that only moves data they are the movement, on data the solution's code handed to Python
+# (red-team round 24: a str, bytes or list copied out of the input by the solution's C++,
+# transposed by `ba[j::4] = s[c::C4]` or `v[i:j:C]`; exploit cases python_*_transpose). A stripped
+# libpython has no such names and this finds nothing there.
+_PYTHON_DATA_MOVEMENT = re.compile(
+    r"^(?:list_subscript|list_ass_subscript|list_slice|list_extend|bytes_subscript"
+    r"|bytearray_subscript|bytearray_ass_subscript|unicode_subscript|bytes_join"
+    r"|stringlib_bytes_join|unicode_encode_ucs1"
+    # ... and its codecs' loops, through which such data goes between str and C++
+    # (pybind11's std::string conversions are UTF-8).
+    r"|unicode_decode_utf8|ascii_decode|unicode_fill_utf8|_PyUnicode_FromUCS1"
+    r"|\w+lib_utf8_(?:encoder|decode))(?:\.\w+)*$"  # (GCC's .isra.0, .part.0, ...)
+)
 
 
 class CpuWatch:

@@ -853,3 +853,24 @@ def test_openmps_name_never_hides_other_code_seen_at_the_same_address():
     rows = [(0x1800, pid, pid, 150)]
     assert who.attribute(Samples(rows, 0, alone), [(100, 200)]).counts["idle"] == 1
     assert who.attribute(Samples(rows, 0, both), [(100, 200)]).counts["runtime"] == 1
+
+
+def test_python_moving_data_is_foreign_on_a_data_movement_task():
+    """libpython's extended slicing did transpose_pad on data the solution's C++ handed to
+    Python (red-team round 24): on such a task its loops are named and count as foreign."""
+    python = str(Path(sys.executable).resolve())
+    mapping = Mapping(0x1000, 0x2000, 0, python)
+    ip = 0x1800
+    address = virtual_address(python, ip - mapping.start + mapping.offset)
+    found = [("interpreter", mapping)]
+    for symbol, moves, expected in [
+        ("bytearray_ass_subscript", True, "foreign"),
+        ("list_subscript.isra.0", True, "foreign"),
+        ("_PyEval_EvalFrameDefault", True, "interpreter"),  # forward's own Python: glue
+        ("list_subscript", False, "interpreter"),  # any other task: the interpreter rule
+    ]:
+        who = Attributor(writable=("/nonexistent-scratch",), moves_data=moves)
+        place, name = who._worst(ip, found, {python: {address: symbol}})
+        assert place == expected, (symbol, moves, place)
+        if place == "foreign":
+            assert "Python moving the data" in name
