@@ -668,7 +668,7 @@ class Attributor:
                 address = virtual_address(m.path, ip - m.start + m.offset)
                 symbol = names.get(m.path, {}).get(address)
                 if symbol is not None and _PYTHON_DATA_MOVEMENT.match(symbol):
-                    place, name = "foreign", f"{name}'s {symbol} (Python moving the data)"
+                    place, name = "foreign", f"{name}'s {symbol}{_PYTHON_MOVING}"
             elif place == "torch":
                 if self.vendor:
                     place = "runtime"
@@ -696,6 +696,7 @@ class Attributor:
 # (red-team round 24: a str, bytes or list copied out of the input by the solution's C++,
 # transposed by `ba[j::4] = s[c::C4]` or `v[i:j:C]`; exploit cases python_*_transpose). A stripped
 # libpython has no such names and this finds nothing there.
+_PYTHON_MOVING = " (Python moving the data)"
 _PYTHON_DATA_MOVEMENT = re.compile(
     r"^(?:list_subscript|list_ass_subscript|list_slice|list_extend|bytes_subscript"
     r"|bytearray_subscript|bytearray_ass_subscript|unicode_subscript|bytes_join"
@@ -1086,6 +1087,21 @@ _MANGLED_NAME = re.compile(
 )
 
 
+# Fewer samples than this in libpython's sequence loops (_PYTHON_DATA_MOVEMENT) are the
+# runner's or forward's own list handling, not the task's data: they do not make up the
+# CPU_BAD_MIN of a fast honest kernel's few samples (legit_transpose_pad_kernel: 3 own samples
+# in 181 calls, none there; round 24's cases 13-19 and more).
+PY_MOVED_MIN = 6
+
+
+def _stray_python_moves(attribution: Attribution) -> int:
+    """Samples in libpython's sequence loops when they are too few to be the task's movement."""
+    moved = sum(
+        n for (place, name), n in attribution.where.items() if name.endswith(_PYTHON_MOVING)
+    )
+    return moved if moved < PY_MOVED_MIN else 0
+
+
 def _in_python(place: str, found: list) -> bool:
     """Whether a sample ran Python: the interpreter, or torch's Python bindings."""
     return place == "interpreter" or any(
@@ -1145,7 +1161,7 @@ def assess(
         or (device == "cpu" and bad >= CPU_BAD_SAMPLES)
         or (
             device == "cpu"
-            and bad >= CPU_BAD_MIN
+            and bad - _stray_python_moves(attribution) >= CPU_BAD_MIN
             and bad >= CPU_BAD_OWN_SHARE * attribution.counts["own"]
         )
     ):

@@ -874,3 +874,16 @@ def test_python_moving_data_is_foreign_on_a_data_movement_task():
         assert place == expected, (symbol, moves, place)
         if place == "foreign":
             assert "Python moving the data" in name
+
+
+def test_a_stray_sample_in_pythons_list_handling_does_not_reject_a_fast_kernel():
+    name = "libpython3.11.so.1.0's list_slice (Python moving the data)"
+    stray = Attribution(windows=181)
+    stray.counts.update(own=3, foreign=2, interpreter=27, runtime=25)
+    stray.where[("foreign", name)] = 2
+    assert assess(stray, moves_data=True) == []
+    moved = Attribution(windows=217)
+    moved.counts.update(own=23, foreign=13, interpreter=97, runtime=40)
+    moved.where[("foreign", name)] = 13
+    (found,) = assess(moved, moves_data=True)
+    assert found.startswith("foreign_kernels: ") and "Python moving the data" in found
