@@ -611,7 +611,8 @@ class Attributor:
         starts = [w[0] for w in windows]
         maps = {pid: sorted(m, key=lambda x: x.start) for pid, m in samples.maps.items()}
         inside = []  # (ip, [(place, mapping)], window) of each sample in a window
-        torch_addresses: dict[str, set[int]] = {}  # PyTorch's code: named in one batch a library
+        # PyTorch's code, and the interpreter's on a data-movement task: named a library a batch
+        named: dict[str, set[int]] = {}
         for ip, pid, tid, at in samples.rows:
             k = bisect.bisect_right(starts, at) - 1
             if k < 0 or at >= windows[k][1]:
@@ -626,12 +627,9 @@ class Attributor:
             for place, m in found:
                 if (place == "torch" and not self.vendor) or self._moves_in_python(place):
                     address = virtual_address(m.path, ip - m.start + m.offset)
-                    torch_addresses.setdefault(m.path, set()).add(address)
+                    named.setdefault(m.path, set()).add(address)
             inside.append((ip, found, k, tid != pid))
-        names = {
-            path: self.symbolizer.names(path, addresses)
-            for path, addresses in torch_addresses.items()
-        }
+        names = {path: self.symbolizer.names(path, addresses) for path, addresses in named.items()}
         calls = [[0, 0] for _ in windows]  # [bad, total] of each window
         first = 0 if since is not None and windows[0][0] == since else None
         out.has_first_call = first is not None
