@@ -425,6 +425,9 @@ def test_torch_test_libraries_and_trees_under_tmp(tmp_path):
     assert place(pid, Mapping(1, 2, 0, lib + "libtorch_cpu.so")) == "torch"  # even under /tmp
 
 
+_SAMPLES_PER_MS = 1e6 / PERIOD_NS  # (a sample is ~2 ms)
+
+
 def test_the_interpreter_computing_is_foreign_but_the_runners_own_python_is_not():
     # A tiny task: the runner's Python around each call is most of the little time sampled.
     honest = Attribution(windows=36)
@@ -455,6 +458,16 @@ def test_the_interpreter_computing_is_foreign_but_the_runners_own_python_is_not(
     loop = Attribution(windows=6)
     loop.counts.update(interpreter=54, own=200)
     assert assess(loop, own_calls=1024) == []
+    assert assess(loop, own_calls=1024, reference_ms=7.1) == []  # (rnn_python_time_loop's)
+    # ... but no more than ten times the reference's forward: many short own spin calls bought
+    # ~30 ms of Python a call for list arithmetic doing a 0.75 ms transpose (red-team round 21).
+    bought = Attribution(windows=6)
+    bought.counts.update(
+        interpreter=int(6 * 30 * _SAMPLES_PER_MS), own=int(6 * 40 * _SAMPLES_PER_MS)
+    )
+    assert assess(bought, own_calls=2000) == []
+    (found,) = assess(bought, own_calls=2000, reference_ms=0.75)
+    assert found.startswith("foreign_kernels: ") and "over the 7.5 ms" in found
     # Python arithmetic beside own code that only spins as long (a red-team find): on the CPU
     # the share is of the time outside the solution's own code.
     padded = Attribution(windows=36)
@@ -887,3 +900,19 @@ def test_a_stray_sample_in_pythons_list_handling_does_not_reject_a_fast_kernel()
     moved.where[("foreign", name)] = 13
     (found,) = assess(moved, moves_data=True)
     assert found.startswith("foreign_kernels: ") and "Python moving the data" in found
+
+
+def test_python_on_a_data_movement_task_gets_a_smaller_budget():
+    """zip(*rows), tuple slicing and a view's tolist from C++ moved transpose_pad's data in
+    2-4 ms of Python a call, under the 5 ms floor (red-team round 25)."""
+    per_ms = _SAMPLES_PER_MS
+    glue = Attribution(windows=274, has_first_call=True)  # legit_transpose_pad_kernel's
+    glue.counts.update(interpreter=61, own=5, runtime=40)
+    glue.torch_python = 15
+    assert assess(glue, own_calls=1, moves_data=True, reference_ms=0.75) == []
+    tolist = Attribution(windows=107, has_first_call=True)
+    tolist.counts.update(interpreter=int(106 * 1.4 * per_ms), own=15, runtime=30)
+    tolist.torch_python = int(106 * 0.6 * per_ms)
+    (found,) = assess(tolist, own_calls=1, moves_data=True, reference_ms=0.75)
+    assert "over the 1.2 ms" in found
+    assert assess(tolist, own_calls=1, moves_data=False, reference_ms=0.75) == []
