@@ -14,6 +14,9 @@ in "."), 2-4 lines on it, a blank line and these fields:
     Expect: accept, or reject R: R a violation kind, static:<rule> for a rule of
         static_checks.RULES, or how the run failed (incorrect, build, crash, timeout, oom);
         `reject R1 or R2` where either reason may come first (two rules that both apply)
+    Runtime: (optional) what the case owes the judge's later layers when its static checks
+        are skipped, in Expect's form: a case the static rules stop keeps a check of the
+        runtime layer behind them (`--behind-static` judges these cases that way)
 
 A case states only what is its own. The model_new.py judged for it (`Suite.solution_text`)
 spells out every field and, when the case's ModelNew derives from nn.Module and has no
@@ -25,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import dataclasses
 import importlib.metadata
 import json
 import platform
@@ -45,8 +50,8 @@ FAILURES = ("incorrect", "build", "crash", "timeout", "oom")
 # Observed when the judge gave no verdict (an infrastructure error).
 JUDGE_ERROR = "judge_error"
 ERROR_EXCERPT_CHARS = 400
-FIELDS = ("Task", "Devices", "Kernels", "Timing", "Expect")
-_FIELD_LINE = re.compile(r"^(Task|Devices|Kernels|Timing|Expect): (.+)$")
+FIELDS = ("Task", "Devices", "Kernels", "Timing", "Expect", "Runtime")
+_FIELD_LINE = re.compile(r"^(Task|Devices|Kernels|Timing|Expect|Runtime): (.+)$")
 _IMPORTS_KERNELS = re.compile(r"^import kernels_ext$", re.MULTILINE)
 
 
@@ -63,6 +68,8 @@ class Case:
         shared_kernels: Whether it is judged with the suite's kernel sources as kernels/.
         timing: Whether the case is judged with timing (only then does it show).
         expect: "accept" or "reject <reason>".
+        runtime: What it owes the layers behind the static checks, in expect's form; None
+            when it has no Runtime field.
     """
 
     name: str
@@ -73,6 +80,7 @@ class Case:
     shared_kernels: bool
     timing: bool
     expect: str
+    runtime: str | None = None
 
     @property
     def expected(self) -> str:
@@ -83,6 +91,16 @@ class Case:
     def expected_reasons(self) -> tuple[str, ...]:
         """The observations that match: "accept", or each reason of "reject R1 or R2"."""
         return tuple(r.strip() for r in self.expected.split(" or "))
+
+    def behind_static(self) -> Case:
+        """The case as judged with the static checks skipped: its Runtime as its Expect.
+
+        Raises:
+            ValueError: It has no Runtime field.
+        """
+        if self.runtime is None:
+            raise ValueError(f"{self.name} has no Runtime field")
+        return dataclasses.replace(self, expect=self.runtime, runtime=None)
 
     @property
     def legit(self) -> bool:
@@ -97,6 +115,7 @@ class Case:
             f"Kernels: {'shared' if self.shared_kernels else 'none'}",
             f"Timing: {'yes' if self.timing else 'no'}",
             f"Expect: {self.expect}",
+            *([f"Runtime: {self.runtime}"] if self.runtime else []),
         ]
 
 
@@ -146,8 +165,10 @@ def parse_case(path: Path) -> Case:
     if kernels not in ("shared", "none") or timing not in ("yes", "no"):
         raise ValueError(f"{path.name}: Kernels must be shared|none and Timing yes|no")
     expect = fields["Expect"].strip()
-    if not is_valid_expectation(expect):
-        raise ValueError(f"{path.name}: unknown expectation {expect!r}")
+    runtime = fields["Runtime"].strip() if "Runtime" in fields else None
+    for stated in (expect, runtime):
+        if stated is not None and not is_valid_expectation(stated):
+            raise ValueError(f"{path.name}: unknown expectation {stated!r}")
     return Case(
         name=path.stem,
         path=path,
@@ -157,6 +178,7 @@ def parse_case(path: Path) -> Case:
         shared_kernels=kernels == "shared",
         timing=timing == "yes",
         expect=expect,
+        runtime=runtime,
     )
 
 
@@ -356,13 +378,17 @@ class Suite:
         jobs: int = 1,
         progress: Callable[[str], None] | None = None,
         exclude: Iterable[str] | None = None,
+        behind_static: bool = False,
     ) -> dict:
         """Judge every case for `device` on `jobs` threads; return the report (records by name).
 
         With more than one job, cases expected to exhaust device memory are judged alone at
-        the end: beside the others they would starve them.
+        the end: beside the others they would starve them. behind_static: judge only the
+        cases with a Runtime field, with the static checks skipped, against their Runtime.
         """
         cases = self.load_cases(device, only, exclude)
+        if behind_static:
+            cases = [c.behind_static() for c in cases if c.runtime]
         alone = [c for c in cases if c.expected == "oom" and jobs > 1]
         shared = sorted((c for c in cases if c not in alone), key=_cost_rank)
         start = time.monotonic()
@@ -380,16 +406,18 @@ class Suite:
                     line += "\n    " + " ".join(record["error"].split())[:600]
                 progress(line)
 
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        skipped = static_checks_skipped() if behind_static else contextlib.nullcontext()
+        with skipped, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = [pool.submit(self.judge_case, c, device) for c in shared]
             for future in as_completed(futures):
                 report(future.result())
-        for case in alone:
-            report(self.judge_case(case, device))
+            for case in alone:
+                report(self.judge_case(case, device))
         records.sort(key=lambda r: r["case"])
         names = {r.get("device_name") for r in records} - {None}
         return {
-            "suite": self.name,
+            "suite": f"{self.name} behind static" if behind_static else self.name,
+            "behind_static": behind_static,
             "device": device,
             "device_name": sorted(names)[0] if names else None,
             "torch": importlib.metadata.version("torch"),
@@ -401,6 +429,23 @@ class Suite:
             "failed": sum(not r["ok"] for r in records),
             "cases": records,
         }
+
+
+@contextlib.contextmanager
+def static_checks_skipped():
+    """While it lasts, this process's judges find nothing in model_new.py or kernels/ statically.
+
+    For judging what the layers behind the static checks make of a case the checks stop. It
+    changes only the trusted side of this process (the benchmark's own Judge objects).
+    """
+    from cuda_gym.judge import judge as judge_module
+
+    saved = judge_module.static_violations
+    judge_module.static_violations = lambda *args, **kwargs: []
+    try:
+        yield
+    finally:
+        judge_module.static_violations = saved
 
 
 def _without_build_log(verdict: dict) -> dict:
@@ -457,6 +502,11 @@ def build_parser(suite: Suite, doc: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--list", action="store_true", help="list the cases (for --device if given); judge none"
     )
+    parser.add_argument(
+        "--behind-static",
+        action="store_true",
+        help="judge the cases with a Runtime field, static checks skipped, against that field",
+    )
     return parser
 
 
@@ -470,7 +520,10 @@ def main(suite: Suite, doc: str, argv: list[str] | None = None) -> int:
     try:
         if args.list:
             for case in suite.load_cases(args.device, args.only, args.exclude):
-                print(f"{case.name}  {','.join(case.devices)}  {case.expect}")
+                if args.behind_static and case.runtime:
+                    print(f"{case.name}  {','.join(case.devices)}  {case.runtime}")
+                elif not args.behind_static:
+                    print(f"{case.name}  {','.join(case.devices)}  {case.expect}")
             return 0
         if args.device is None:
             parser.error("--device is required unless --list is given")
@@ -480,6 +533,7 @@ def main(suite: Suite, doc: str, argv: list[str] | None = None) -> int:
             args.jobs,
             lambda line: print(line, file=sys.stderr),
             exclude=args.exclude,
+            behind_static=args.behind_static,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

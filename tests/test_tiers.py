@@ -22,5 +22,6 @@ def test_each_tier_runs_under_this_python():
     assert command("fast", 2)[2:] == ["pytest", "-n", "2"] and command("fast", 1)[2:] == ["pytest"]
     suite = command("exploits", 3)
     assert suite[2:] == ["benchmarks.exploits", "--device", "cpu", "--jobs", "3"]
+    assert command("behind_static", 2)[2:] == [*suite[2:5], "--jobs", "2", "--behind-static"]
     importlib.import_module("benchmarks.false_rejections")  # the optional tier's suite
     assert set(DEFAULT_TIERS) < set(TIERS)

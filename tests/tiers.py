@@ -1,6 +1,7 @@
 """Run every CPU test tier in turn and print how long each took: what `.ci/run` runs.
 
-    python -m tests.tiers [--only fast slow exploits false_rejections] [--jobs N] [--out FILE]
+    python -m tests.tiers [--only fast slow exploits behind_static false_rejections] [--jobs N]
+        [--out FILE]
 
 1. fast: `python -m pytest -n N` (setup.cfg selects the fast tier: no compiling, no real
    judgement).
@@ -8,6 +9,9 @@
    test that judges a few representative cases of the exploit suite, which runs in full next.
 3. exploits: `python -m benchmarks.exploits --device cpu --jobs N` (every CPU reward-hack case
    gets the verdict it expects).
+4. behind_static: `python -m benchmarks.exploits --device cpu --jobs N --behind-static` (the
+   cases the static rules stop, judged with those rules skipped: the runtime layers behind
+   them still reject each for its Runtime reason).
 
 Not in the default run (`.ci/run`), to keep CI within its 25 minutes: false_rejections,
 `python -m benchmarks.false_rejections --device cpu --jobs N` (every honest case of the corpus
@@ -27,8 +31,8 @@ import time
 
 # Judged in full by the suite's own tier.
 REPRESENTATIVE_TESTS = ("tests/test_exploits.py::test_representative_cpu_cases_match_expectations",)
-TIERS = ("fast", "slow", "exploits", "false_rejections")
-DEFAULT_TIERS = ("fast", "slow", "exploits")
+TIERS = ("fast", "slow", "exploits", "behind_static", "false_rejections")
+DEFAULT_TIERS = ("fast", "slow", "exploits", "behind_static")
 
 
 def command(tier: str, jobs: int) -> list[str]:
@@ -40,6 +44,8 @@ def command(tier: str, jobs: int) -> list[str]:
     if tier == "slow":
         deselect = [arg for test in REPRESENTATIVE_TESTS for arg in ("--deselect", test)]
         return [*python, "pytest", "-m", "slow", *workers, "--durations=15", *deselect]
+    if tier == "behind_static":
+        return [*command("exploits", jobs), "--behind-static"]
     return [*python, f"benchmarks.{tier}", "--device", "cpu", "--jobs", str(jobs)]
 
 
