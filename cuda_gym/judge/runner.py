@@ -260,19 +260,22 @@ class _Escapes:
         # A DLPack capsule NumPy reads through an object of one's own (refused on the CPU only).
         places += [(torch._C, n) for n in dir(torch._C) if n.startswith("_to_dlpack")]
         places += [(p, "to_dlpack") for p in (torch, dlpack) if hasattr(p, "to_dlpack")]
-        self.installed = []  # (place, name, key, stand-in)
-        for place, name in places:
-            if not hasattr(place, name):
-                continue
-            key = self.key(place, name)
-            stand_in = self._stand_in(getattr(place, name), key, place is self.tensor)
-            setattr(place, name, stand_in)
-            self.installed.append((place, name, key, stand_in))
+        self.installed = [  # (place, name, key, stand-in)
+            self._install(place, name, self.key(place, name), getattr(place, name))
+            for place, name in places
+            if hasattr(place, name)
+        ]
 
     @staticmethod
     def key(place, name: str) -> str:
         """`Tensor.numpy`, `torch._C._pop_torch_dispatch_stack`, ...: what a ban refuses."""
         return f"{getattr(place, '__name__', 'torch._C')}.{name}"
+
+    def _install(self, place, name: str, key: str, original) -> tuple:
+        """Put a stand-in for `original` at place.name; return its `installed` entry."""
+        stand_in = self._stand_in(original, key, place is self.tensor)
+        setattr(place, name, stand_in)
+        return place, name, key, stand_in
 
     def _stand_in(self, original, key: str, method: bool):
         def stand_in(*args, **kwargs):
@@ -302,9 +305,7 @@ class _Escapes:
         for k, (place, name, key, stand_in) in enumerate(self.installed):
             current = getattr(place, name, None)
             if current is not stand_in:
-                stand_in = self._stand_in(current, key, place is self.tensor)
-                setattr(place, name, stand_in)
-                self.installed[k] = (place, name, key, stand_in)
+                self.installed[k] = self._install(place, name, key, current)
 
     def replaced(self, violations: list, when: str) -> None:
         """Put back every stand-in the solution replaced, recording that it did."""
