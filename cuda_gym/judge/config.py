@@ -144,9 +144,9 @@ class JudgeConfig:
             what a hanging candidate can cost beyond run_timeout_s.
         memory_per_step: CUDA: a worker takes its device-memory reservation once it is in the
             gate (waiting for it outside the gate) and keeps only its measured base while it
-            steps out between correctness trials (judge/roles.py); False (the default until
-            measured on a GPU): the whole reservation is taken before the gate and held for the
-            worker's life.
+            steps out between correctness trials (judge/roles.py); False (the default: on the
+            H200 it judged 13.0/min against 15.7, docs/service.md): the whole reservation is
+            taken before the gate and held for the worker's life.
         code_rules: The static rule set for model_new.py (judge/static_checks.py): "env" (the
             environment's, which the agent reads in the workspace skill) or "external" (code
             written elsewhere: `cuda-gym judge` and the KernelBench harness use it, so honest
