@@ -92,6 +92,10 @@ CPU_BAD_SAMPLES = 10
 # samples beside 6 own in 94 calls, 2.3 times eager's speed).
 CPU_BAD_MIN = 2
 CPU_BAD_OWN_SHARE = 0.1
+# (Not on a task that only moves data: there the whole task is a few samples of NumPy's strided
+# copy, which own code spinning beside it diluted below that share: red-team round 21's
+# numpy_array_interface_transpose, 2 NumPy samples beside 288 own, reward 1 behind the static
+# rules. An honest kernel there has no such sample: legit_transpose_pad_kernel, the FR corpus.)
 # Work between forward's calls (a thread left computing slows every other judgement on the
 # machine): 60 ms of CPU time sampled outside the calls, OpenMP's waits aside. On the CPU the
 # kernel's time counts there too (a thread spinning on the clock or on system calls: red team,
@@ -721,7 +725,12 @@ _PYTHON_DATA_MOVEMENT = re.compile(
     # ... and its codecs' loops, through which such data goes between str and C++
     # (pybind11's std::string conversions are UTF-8).
     r"|unicode_decode_utf8|ascii_decode|unicode_fill_utf8|_PyUnicode_FromUCS1"
-    r"|\w+lib_utf8_(?:encoder|decode))(?:\.\w+)*$"  # (GCC's .isra.0, .part.0, ...)
+    r"|\w+lib_utf8_(?:encoder|decode)"
+    # ... and the buffer protocol's element loops (a memoryview or buffer with a transpose's
+    # strides made contiguous by tobytes(), tolist() or a slice assignment).
+    r"|PyBuffer_(?:To|From)Contiguous|buffer_to_contiguous|copy_(?:rec|base|single)"
+    r"|_Py_add_one_to_index_[CF]|tolist_(?:rec|base)|unpack_single|pack_single"
+    r")(?:\.\w+)*$"  # (GCC's .isra.0, .part.0, ...)
 )
 
 
@@ -1179,7 +1188,7 @@ def assess(
         or (
             device == "cpu"
             and bad - _stray_python_moves(attribution) >= CPU_BAD_MIN
-            and bad >= CPU_BAD_OWN_SHARE * attribution.counts["own"]
+            and (moves_data or bad >= CPU_BAD_OWN_SHARE * attribution.counts["own"])
         )
     ):
         top = ", ".join(

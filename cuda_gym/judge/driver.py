@@ -112,6 +112,10 @@ CENSUS_LATE_FACTOR = 3
 # Honest code has no such sample (the false-rejection corpus: none), so it pays nothing.
 CENSUS_SUSPECT_SAMPLES = 240
 CENSUS_SUSPECT_MAX_CALLS = 1200
+# ... and at least this many calls however soon the samples are there: own code spinning beside
+# a little foreign compute fills the sample count in a few calls, and what the rules can see of
+# the compute is per call (red-team round 21: 2 NumPy samples beside 288 own in 36 calls).
+CENSUS_SUSPECT_MIN_CALLS = 400
 MIN_TIMED_RUNS = 5
 # A profiled kernel time this far from the measured time is flagged (the profile is untrusted).
 PROFILE_MISMATCH_FACTOR = 1.5
@@ -813,7 +817,11 @@ class Driver:
                 return True
             return self.census_calls < CENSUS_MIN_CALLS and now < late
 
-        self._census_calls(served, expected, CENSUS_SAMPLES, CENSUS_MAX_CALLS, in_time)
+        # A task that only moves data: the calls, not the samples (which an own spin fills in
+        # a few calls), decide what a small foreign copy shows (round 26's NumPy transposes: 0
+        # NumPy samples in one judgement's 36 calls, beside the extension's spin).
+        least = CENSUS_MIN_CALLS if self.req.data_movement else 0
+        self._census_calls(served, expected, CENSUS_SAMPLES, CENSUS_MAX_CALLS, in_time, least=least)
         if watch.foreign_seen() and not watch.check(served.own_calls, self._reference_ms()):
             self._census_calls(
                 served,
@@ -821,15 +829,25 @@ class Driver:
                 CENSUS_SUSPECT_SAMPLES,
                 CENSUS_SUSPECT_MAX_CALLS,
                 lambda now: now < late,
+                least=CENSUS_SUSPECT_MIN_CALLS,
             )
 
     def _census_calls(
-        self, served: Served, expected: list, want: int, most: int, in_time: Callable
+        self,
+        served: Served,
+        expected: list,
+        want: int,
+        most: int,
+        in_time: Callable,
+        least: int = 0,
     ) -> None:
-        """Calls ten at a time while under `want` samples, `most` census calls and in_time(now)."""
+        """Calls ten at a time until `want` samples and `least` census calls, `most`, or time.
+
+        (in_time(now) says whether there is still time.)
+        """
         watch = served.watch
         while (
-            watch.samples_after_first() < want
+            (watch.samples_after_first() < want or self.census_calls < least)
             and self.census_calls < most
             and in_time(perf_counter())
         ):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cuda_gym.judge.cpu_time import (
+    _PYTHON_DATA_MOVEMENT,
     BETWEEN_SAMPLES,
     CPU_BAD_SAMPLES,
     MAX_SHARE,
@@ -916,3 +917,22 @@ def test_python_on_a_data_movement_task_gets_a_smaller_budget():
     (found,) = assess(tolist, own_calls=1, moves_data=True, reference_ms=0.75)
     assert "over the 1.2 ms" in found
     assert assess(tolist, own_calls=1, moves_data=False, reference_ms=0.75) == []
+
+
+def test_own_code_spinning_does_not_dilute_foreign_compute_on_a_data_movement_task():
+    """NumPy's strided copy did transpose_pad beside an extension that only spun (red-team round
+    21, numpy_array_interface_transpose behind the static rules): 2 NumPy samples, 288 own."""
+    numpy = "_multiarray_umath.cpython-311-x86_64-linux-gnu.so"
+    spun = Attribution(windows=36, has_first_call=True)
+    spun.counts.update(own=288, foreign=2, runtime=23, interpreter=7)
+    spun.where[("foreign", numpy)] = 2
+    (found,) = assess(spun, moves_data=True)
+    assert found.startswith("foreign_kernels: ") and numpy in found
+    # Any other task: a long own kernel may sit beside the odd misattributed sample.
+    assert assess(spun, moves_data=False) == []
+
+
+def test_buffer_protocol_element_loops_are_python_moving_data():
+    for name in ("copy_rec", "copy_base.isra.0", "PyBuffer_ToContiguous", "tolist_rec"):
+        assert _PYTHON_DATA_MOVEMENT.match(name), name
+    assert not _PYTHON_DATA_MOVEMENT.match("_PyEval_EvalFrameDefault")
