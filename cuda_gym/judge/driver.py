@@ -492,6 +492,8 @@ class Driver:
             served.close()
             if candidate:
                 self.result.build_failed = ready.build_failed
+                found = [v for v in ready.violations[:20] if v not in self.result.violations]
+                self.result.violations += found
             raise CandidateFailed(ready.error)
         if candidate:
             self.result.weights_not_copied = ready.weights_not_copied

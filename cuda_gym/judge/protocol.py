@@ -420,11 +420,15 @@ class RunnerReady:
         error: Why the solution could not be loaded (None: loaded).
         build_failed: The load failed while building an extension.
         weights_not_copied: Reference weights with no same-named, same-shaped parameter.
+        violations: Rule violations the runner saw while the solution loaded, when the load
+            failed (a refused `exec` at import, say: a report of one rejects, its absence
+            proves nothing).
     """
 
     error: str | None
     build_failed: bool
     weights_not_copied: list[str]
+    violations: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

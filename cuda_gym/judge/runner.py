@@ -532,6 +532,113 @@ def _process_memory(path) -> bool:
         return False
 
 
+class _Origin:
+    """Whether code of the solution's raised an audited event (for _MainThread's audit hook).
+
+    The event's origin is the innermost frame outside Python's standard library (and its
+    frozen import machinery): a file of the solution's, or code with no file ("<string>": what
+    exec ran) is the solution's; torch's, Triton's or the runner's own files are not. So
+    `os.popen` called by model_new.py is refused although subprocess.py starts the process.
+
+    Code compiled from a string is refused where the innermost frame is the solution's. Where
+    the standard library compiles on the solution's behalf (a dataclass's methods, a
+    namedtuple's, a string annotation's ForwardRef) the source is read instead, and refused when
+    it names what no generated method needs (SUSPECT_NAMES, an import): round 27 put code in a
+    dataclass field's name, which dataclasses pasted into the source it runs.
+    """
+
+    SUSPECT_NAMES = frozenset(
+        "__import__ exec eval compile getattr setattr delattr globals locals vars breakpoint "
+        "__builtins__ __globals__ __dict__ __subclasses__ __code__ __closure__ "
+        "__mro__ __bases__ __base__ mro f_back f_globals f_locals _getframe gi_frame tb_frame "
+        "os sys gc ctypes _ctypes subprocess importlib builtins np numpy inspect marshal mmap "
+        "runpy system popen tolist __array_interface__ __dlpack__".split()
+    )
+    COMPILING = frozenset({"compile", "exec"})
+
+    def __init__(self, solution_dir: str) -> None:
+        import sysconfig
+
+        self.solution = os.path.join(os.path.realpath(solution_dir), "")
+        paths = sysconfig.get_paths()
+        self.stdlib = tuple(
+            os.path.join(os.path.realpath(paths[k]), "") for k in ("stdlib", "platstdlib")
+        )
+        self.reading = False  # (ast.parse compiles too: no judgement of our own parse)
+
+    def _file(self, frame) -> str:
+        return frame.f_code.co_filename
+
+    def _untrusted(self, name: str) -> bool:
+        """A file of the solution's, or code with no file."""
+        if name.startswith("<"):
+            return not name.startswith("<frozen ")
+        return os.path.realpath(name).startswith(self.solution)
+
+    def _origin(self, frame):
+        """The innermost frame outside the standard library (None: none)."""
+        while frame is not None:
+            name = self._file(frame)
+            if not (name.startswith("<frozen ") or os.path.realpath(name).startswith(self.stdlib)):
+                return frame
+            frame = frame.f_back
+        return None
+
+    def refused(self, event: str, args: tuple, caller) -> str:
+        """Where the solution raised `event` ("model_new.py line 7"), or "" if it did not."""
+        if self.reading or self._file(caller).startswith("<frozen importlib"):
+            return ""  # (our own parse; an import: its module's source, code, .pyc)
+        if self._untrusted(self._file(caller)):
+            return self._where(caller)
+        origin = self._origin(caller)
+        if origin is None or not self._untrusted(self._file(origin)):
+            return ""
+        if event not in self.COMPILING:
+            return self._where(origin)
+        # The standard library compiling for the solution: generated source, read for what
+        # generated methods never name.
+        if event == "compile":
+            source = args[0] if args else None
+            if isinstance(source, (str, bytes)) and self._suspect_source(source):
+                return self._where(origin)
+            return ""
+        code = args[0] if args else None
+        if isinstance(code, types.CodeType) and code.co_filename.startswith("<"):
+            if self._suspect_code(code):
+                return self._where(origin)
+        return ""
+
+    def _where(self, frame) -> str:
+        name = self._file(frame)
+        return (
+            f"the solution's {os.path.basename(name) if name[:1] != '<' else name} line"
+            f" {frame.f_lineno}"
+        )
+
+    def _suspect_source(self, source) -> bool:
+        import ast
+
+        self.reading = True
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return True
+        finally:
+            self.reading = False
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                return True
+            name = getattr(node, "id", None) or getattr(node, "attr", None)
+            if name in self.SUSPECT_NAMES:
+                return True
+        return False
+
+    def _suspect_code(self, code) -> bool:
+        if set(code.co_names) & self.SUSPECT_NAMES:
+            return True
+        return any(isinstance(c, types.CodeType) and self._suspect_code(c) for c in code.co_consts)
+
+
 class _MainThread:
     """What keeps code of the solution's off the runner's thread outside forward's ban.
 
@@ -564,7 +671,33 @@ class _MainThread:
         self.handlers = {n: signal.getsignal(n) for n in signal.valid_signals()}
         self.thresholds = gc.get_threshold()
 
-    def refuse_audit_hooks(self) -> None:
+    # Events the solution may not raise, whatever name reached the function (the static rules
+    # refuse exec, os.system, ctypes by name; red-team round 26 reached exec through a
+    # ForwardRef and from C++ through PyEval_GetBuiltins, os through `[torch][0].os`; round 27
+    # ran code in a dataclass field's name, from dataclasses' own exec). See _Origin.
+    FROM_SOLUTION = frozenset(
+        {
+            "compile",
+            "exec",
+            "code.__new__",
+            "marshal.loads",
+            "os.system",
+            "os.exec",
+            "os.posix_spawn",
+            "os.spawn",
+            "os.fork",
+            "os.forkpty",
+            "os.kill",
+            "os.killpg",
+            "subprocess.Popen",
+            "ctypes.dlopen",
+            "ctypes.dlsym",
+            "ctypes.cdata",
+            "ctypes.addressof",
+        }
+    )
+
+    def refuse_audit_hooks(self, solution_dir: str = "") -> None:
         """Before the solution is loaded: no audit hook can be added from now on.
 
         An audit hook runs on whichever thread raises an audited event: on this one at the
@@ -572,12 +705,27 @@ class _MainThread:
         round 17: a hook on the input's `mmap` had PyTorch transpose it before forward). Hooks
         cannot be removed; a hook raising RuntimeError on "sys.addaudithook" refuses every
         later one, from Python, ctypes or C alike.
+
+        The same hook refuses FROM_SOLUTION's events that code of the solution's raises
+        (`_Origin`): code compiled from a string, a process started or signalled, memory by
+        address, frames.
         """
+        origin = _Origin(solution_dir) if solution_dir else None
 
         def audit(event, args):
             if event == "sys.addaudithook":
                 self._violation("an audit hook added")
                 raise RuntimeError("audit hooks are not allowed in a solution")
+            if origin is not None and event in self.FROM_SOLUTION:
+                where = origin.refused(event, args, sys._getframe(1))
+                if where:
+                    if len(self.violations) < 20:
+                        self.violations.append(
+                            f"torch_fallback: `{event}` raised by {where} (code run from a"
+                            " string, a process, memory by address or frames): only the"
+                            " solution's own kernels may do the work"
+                        )
+                    raise RuntimeError(f"{event} is not allowed in a solution")
             if event == "open" and args and _process_memory(args[0]):
                 # Any tensor's bytes read by address from Python, and written back (red-team
                 # round 21, reward 2 under the external rules, where open() may read files).
@@ -1081,7 +1229,7 @@ class Runner:
             self.moves_data = "aten::copy_" not in init["allowed_ops"]
             self.own_calls = _OwnCalls(torch)
             self.main = _MainThread(self.ban.violations, self.own_calls.not_own)
-            self.main.refuse_audit_hooks()
+            self.main.refuse_audit_hooks(init["solution_dir"])
             self.main.refuse_kernel_overrides(torch)
             self.ban.escapes.adopt()
         try:
@@ -1105,7 +1253,12 @@ class Runner:
         except BaseException as exc:  # the solution's failure: reported, never raised
             text = _short_traceback(exc)
             failed = "Error building extension" in text or "ninja" in text.lower()
-            return {"error": text, "build_failed": failed, "weights_not_copied": []}
+            return {
+                "error": text,
+                "build_failed": failed,
+                "weights_not_copied": [],
+                "violations": self._violations(),
+            }
         self.model = model
         if self.main is not None:
             self.main.take_over()

@@ -123,6 +123,57 @@ def test_audit_hooks_are_refused_once_the_runner_refuses_them(tmp_path):
     assert count == "0" and "audit hook added" in found
 
 
+def test_exec_and_processes_are_refused_from_the_solutions_own_lines(tmp_path):
+    """exec reached by any name, os.system through `[torch][0].os` (red-team round 26)."""
+    solution = tmp_path / "solution"
+    solution.mkdir()
+    (solution / "model_new.py").write_text(
+        "import dataclasses, torch\n"
+        "@dataclasses.dataclass\n"  # (dataclasses' own exec, from its file: allowed)
+        "class Shape:\n"
+        "    rows: int\n"
+        "run = [__builtins__][0]['exec'] if isinstance(__builtins__, dict) else exec\n"
+        "def by_exec():\n"
+        "    run('y = 1', {})\n"
+        "def by_system():\n"
+        "    [torch][0].os.system('true')\n"
+        "def by_dataclass():\n"  # (round 27: code in a field's name, run by dataclasses)
+        "    name = 'a)\"\\nimport os\\nos.getpid()\\ndef f(**k):\\n def g(s):\\n  return \"#'\n"
+        "    kind = type('K', (), {'__annotations__': {name: int}})\n"
+        "    dataclasses.dataclass(init=False, eq=False)(kind)\n"
+    )
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import importlib.util, sys, torch\n"
+        f"sys.path.insert(0, {str(Path(runner.__file__).parent)!r})\n"
+        "import runner\n"
+        "found = []\n"
+        "keeper = runner._MainThread(found, ())\n"
+        f"keeper.refuse_audit_hooks({str(solution)!r})\n"
+        "exec('z = 2', {})  # the runner's own: allowed\n"
+        f"module = runner._import_file('model_new', {str(solution / 'model_new.py')!r})\n"
+        "assert module.Shape(3).rows == 3\n"
+        "refused = []\n"
+        "for attempt in (module.by_exec, module.by_system, module.by_dataclass):\n"
+        "    try:\n"
+        "        attempt()\n"
+        "    except RuntimeError as exc:\n"
+        "        refused.append(str(exc))\n"
+        "print(refused)\n"
+        "print(found)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    refused, found = done.stdout.strip().splitlines()[-2:]
+    assert "compile is not allowed" in refused and "os.system is not allowed" in refused
+    assert "`compile` raised by the solution's model_new.py line 7" in found
+    assert "`os.system` raised by the solution's model_new.py line 9" in found
+    assert "`compile` raised by the solution's model_new.py line 13" in found  # dataclass
+    assert refused.count("not allowed") == 3
+
+
 def test_kernels_for_torchs_ops_are_refused_new_ops_allowed(monkeypatch):
     module = torch._C._DispatchModule
     for name in runner._MainThread.IMPLS + runner._MainThread.FALLBACKS:
