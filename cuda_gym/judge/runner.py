@@ -557,43 +557,72 @@ class _Origin:
     COMPILING = frozenset({"compile", "exec"})
 
     def __init__(self, solution_dir: str) -> None:
+        import site
         import sysconfig
 
         self.solution = os.path.join(os.path.realpath(solution_dir), "")
-        paths = sysconfig.get_paths()
-        self.stdlib = tuple(
-            os.path.join(os.path.realpath(paths[k]), "") for k in ("stdlib", "platstdlib")
-        )
+        # The interpreter's own library (a venv's platstdlib holds its site-packages: torch's
+        # and Triton's frames are origins of their own, whose compilers start processes).
+        self.stdlib = os.path.join(os.path.realpath(sysconfig.get_paths()["stdlib"]), "")
+        self.packages = tuple(os.path.join(os.path.realpath(p), "") for p in site.getsitepackages())
         self.reading = False  # (ast.parse compiles too: no judgement of our own parse)
 
     def _file(self, frame) -> str:
         return frame.f_code.co_filename
 
     def _untrusted(self, name: str) -> bool:
-        """A file of the solution's, or code with no file."""
+        """A file of the solution's, code with no file, or a file that is not there."""
         if name.startswith("<"):
             return not name.startswith("<frozen ")
-        return os.path.realpath(name).startswith(self.solution)
+        path = os.path.realpath(name)
+        return path.startswith(self.solution) or not os.path.isfile(path)
+
+    def _in_stdlib(self, name: str) -> bool:
+        if name.startswith("<frozen "):
+            return True
+        path = os.path.realpath(name)
+        return path.startswith(self.stdlib) and not path.startswith(self.packages)
 
     def _origin(self, frame):
         """The innermost frame outside the standard library (None: none)."""
-        while frame is not None:
-            name = self._file(frame)
-            if not (name.startswith("<frozen ") or os.path.realpath(name).startswith(self.stdlib)):
-                return frame
+        while frame is not None and self._in_stdlib(self._file(frame)):
             frame = frame.f_back
-        return None
+        return frame
+
+    def _imported(self, event: str, args: tuple, caller) -> bool:
+        """An import's own step: a module file's source compiled, its code run, its .pyc read."""
+        if not self._file(caller).startswith("<frozen importlib"):
+            return False
+        if event == "marshal.loads":
+            return True
+        if event == "compile" and len(args) >= 2 and isinstance(args[1], str):
+            path = os.path.realpath(args[1])
+            if path.startswith(self.solution) or not os.path.isfile(path):
+                return False
+            with open(path, "rb") as f:
+                text = f.read()
+            source = args[0].encode() if isinstance(args[0], str) else args[0]
+            return source == text
+        if event == "exec" and args and isinstance(args[0], types.CodeType):
+            return not self._untrusted(args[0].co_filename)
+        return False
 
     def refused(self, event: str, args: tuple, caller) -> str:
-        """Where the solution raised `event` ("model_new.py line 7"), or "" if it did not."""
-        if self.reading or self._file(caller).startswith("<frozen importlib"):
-            return ""  # (our own parse; an import: its module's source, code, .pyc)
+        """Where the solution raised `event` ("model_new.py line 7"), or "" if it did not.
+
+        (An import is no exception by itself: a solution's extension runs its module init
+        under importlib's frames, round 28 compiled and ran hidden source from there.)
+        """
+        if self.reading:
+            return ""  # (our own parse)
         if self._untrusted(self._file(caller)):
             return self._where(caller)
         origin = self._origin(caller)
         if origin is None or not self._untrusted(self._file(origin)):
             return ""
-        if event not in self.COMPILING:
+        if self._imported(event, args, caller):
+            return ""
+        if event not in self.COMPILING or self._file(caller).startswith("<frozen "):
             return self._where(origin)
         # The standard library compiling for the solution: generated source, read for what
         # generated methods never name.
@@ -603,7 +632,7 @@ class _Origin:
                 return self._where(origin)
             return ""
         code = args[0] if args else None
-        if isinstance(code, types.CodeType) and code.co_filename.startswith("<"):
+        if isinstance(code, types.CodeType) and self._untrusted(code.co_filename):
             if self._suspect_code(code):
                 return self._where(origin)
         return ""
