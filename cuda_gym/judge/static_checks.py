@@ -163,6 +163,20 @@ NATIVE_FORBIDDEN_TOKENS = (
     "__import__",
     "__builtins__",
     "__globals__",
+    # ... or the globals and frames that lead to exec and __import__ (red-team round 26 ran
+    # Python source hidden in a C string with `handle(PyEval_GetBuiltins())["exec"]`). The
+    # builtins themselves stay reachable (pybind11's own `py::globals()`, the exploit suite's
+    # kernels, which test the layers behind this scan): the runner refuses what the solution
+    # compiles or execs (runner._Origin), from C++ too.
+    "PyEval_GetGlobals",
+    "PyEval_GetLocals",
+    "PyEval_GetFrame",
+    "PyFrame_",
+    "PyFunction_Get",
+    "PyModule_GetDict",
+    "PyThreadState_Get",
+    "PyInterpreterState_",
+    "PySys_",
     "incbin",
     ".include",
     # Memory exported to Python's buffer protocol (or NumPy's) with strides of the solution's
@@ -208,6 +222,7 @@ NATIVE_FORBIDDEN_TOKENS = (
 # `findOptimalChunk`): matched as whole identifiers, or as part of torch's compound names.
 _NATIVE_FORBIDDEN_WORDS = re.compile(
     r"\b(?:findOp|findSchema|findSchemaOrThrow)\b|\w*(?:\wDispatchMode|DispatchMode\w)\w*"
+    r"|::\s*import\s*\("  # (pybind11's module import, spaced: `module_::import ("numpy")`)
 )
 
 # The assembler's file inclusion in any case (GNU as reads `.INCBIN` as `.incbin`).
@@ -264,7 +279,9 @@ _DYNAMIC_CALLS = frozenset(
     "exec eval compile __import__ globals locals vars breakpoint open input".split()
 )
 _ATTR_FUNCTIONS = frozenset({"getattr", "setattr", "delattr"})
-_INTROSPECTION_NAMES = frozenset({"__builtins__", "__loader__", "__spec__"})
+# (`__annotations__` written by hand: a dataclass's field names pasted into the source that
+# dataclasses runs, red-team round 27)
+_INTROSPECTION_NAMES = frozenset({"__builtins__", "__loader__", "__spec__", "__annotations__"})
 # getattr by another name: attribute paths in strings ("_C.x", "__func__.__closure__").
 _ATTR_BY_STRING = frozenset({"operator.attrgetter", "operator.methodcaller"})
 # eval by another name: string annotations evaluated (`a: "__import__('threading')"`).
@@ -280,6 +297,7 @@ _EVAL_BY_STRING = frozenset(
         "typing_extensions.get_annotations",
         "functools.singledispatch",
         "functools.singledispatchmethod",
+        "dataclasses.make_dataclass",  # (fields named by strings, pasted into generated code)
     }
 )
 # Objects found by name at run time (`string.Formatter().get_field("0.__globals__[...]")`,
@@ -295,6 +313,7 @@ _LOAD_BY_STRING = (
     "torch.serialization",
     "torch.package",
     "torch.hub",
+    "torch.utils.benchmark",  # (Timer's stmt and setup strings are compiled: round 28)
 )
 _ATTRIBUTE_RULES: dict[str, str] = {
     **dict.fromkeys(
@@ -322,6 +341,7 @@ _ATTRIBUTE_RULES: dict[str, str] = {
     # reaches torch.Tensor's C base, past the runner's stand-ins (`mro()[1].tolist`).
     **dict.fromkeys("map_ map2_ apply_".split(), "host_compute"),
     "mro": "introspection",
+    "__annotations__": "introspection",
     # ctypes re-exported by a module (`torch.ctypes`: memory at any address, red-team round 22)
     # or NumPy's view of an array's memory through it.
     "ctypes": "introspection",
@@ -334,10 +354,28 @@ _ATTRIBUTE_RULES: dict[str, str] = {
         "sys builtins importlib gc inspect subprocess marshal mmap runpy __getattr__".split(),
         "introspection",
     ),
+    "ctypeslib": "introspection",  # (NumPy's ctypes bridge)
+    # A string annotation's ForwardRef evaluated by hand (`List["exec"].__args__[0]._evaluate(
+    # {}, {}, frozenset())` is the builtin exec: red-team round 26).
+    **dict.fromkeys(
+        "_evaluate __forward_arg__ __forward_code__ _eval_type evaluate_forward_ref".split(),
+        "introspection",
+    ),
+    # os's process control as any object's attribute (os reached by a path no check follows).
+    **dict.fromkeys(
+        "system popen fork forkpty posix_spawn posix_spawnp execl execle execlp execlpe execv "
+        "execve execvp execvpe spawnl spawnle spawnlp spawnlpe spawnv spawnve spawnvp spawnvpe "
+        "setsid setpgid setpgrp killpg memfd_create pidfd_open register_at_fork".split(),
+        "process_control",
+    ),
     "data_ptr": "global_state",
     "_cdata": "global_state",
     "Model": "reference_access",
 }
+# ... and os and NumPy the same way where the rule set does not allow importing them
+# (`[torch][0].os.system`, `[F][0].np`: red-team round 26; torch, torch.nn.functional and
+# torch.storage hold them). (Not `numpy`: Tensor.numpy, which the runner stands in for.)
+_MODULE_ATTRIBUTES = {"os": "os", "np": "numpy"}
 _COMPILE_NAMES = tuple(
     "torch.compile torch.jit torch._dynamo torch._inductor torch.fx torch.export "
     "torch.compiler".split()
@@ -582,6 +620,7 @@ def check_solution_source(
     mod = _analyse(tree, allow_streams, rules, state_names)
     checks = (
         _check_try,
+        _check_lookup_hooks,
         _check_imports,
         _check_names,
         _check_attributes,
@@ -669,6 +708,7 @@ def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
     for name, raw in sources.items():
         text = preprocess(raw)
         for lineno, line in enumerate(text.splitlines(), 1):
+            line += " " + _decoded_literals(line)  # (a token spelled in escapes: "\x50y...")
             word = _NATIVE_FORBIDDEN_WORDS.search(line) or _ASSEMBLER_FILES.search(line)
             token = next((t for t in NATIVE_FORBIDDEN_TOKENS if t in line), None) or (
                 word and word.group()
@@ -704,6 +744,31 @@ def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
         for lineno, message in include_violations(text, name, sources.keys())[:1]:
             found.append(StaticViolation("native_include", lineno, f"{name}: {message}"))
     return found
+
+
+_C_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|[0-7]{1,3}|.)")
+_SIMPLE_ESCAPES = dict(zip("ntrabfv", "\n\t\r\a\b\f\v"))
+
+
+def _decoded_literals(line: str) -> str:
+    """The line's C string and character literals with their escapes decoded, joined by spaces.
+
+    (Only the literals that hold an escape: the rest are scanned as written.)
+    """
+
+    def char(match: re.Match) -> str:
+        code = match.group(1)
+        if code[0] in "xuU" and len(code) > 1:
+            return chr(int(code[1:], 16))
+        if code[0] in "01234567":
+            return chr(int(code, 8))
+        return _SIMPLE_ESCAPES.get(code, code)
+
+    return " ".join(
+        _C_ESCAPE.sub(char, literal[1:-1])
+        for literal in _STRING_LITERAL.findall(line)
+        if "\\" in literal
+    )
 
 
 _DOCSTRING_READERS = re.compile(r"__doc__|__file__|\bopen\b|read_text|read_bytes")
@@ -876,6 +941,18 @@ def _is_container(value: ast.AST | None, aliases: dict[str, str]) -> bool:
     return (_qualified_name(value.func, aliases) or "").startswith("collections.")
 
 
+# A class's own attribute lookup answers names no check sees spelled (`"__array_" +
+# "interface__"` served to NumPy: red-team round 26); a module's, names it was never given.
+_LOOKUP_HOOKS = frozenset({"__getattr__", "__getattribute__"})
+
+
+def _check_lookup_hooks(mod: _Module) -> Iterator[StaticViolation]:
+    """A definition of `__getattr__` or `__getattribute__`, in a class or at module level."""
+    for node in ast.walk(mod.tree):
+        if isinstance(node, _FUNCTIONS) and node.name in _LOOKUP_HOOKS:
+            yield _at(node, "introspection", name=node.name)
+
+
 def _check_try(mod: _Module) -> Iterator[StaticViolation]:
     for node in ast.walk(mod.tree):
         if isinstance(node, _TRY_NODES) and node.handlers:
@@ -1040,6 +1117,12 @@ def _check_attributes(mod: _Module) -> Iterator[StaticViolation]:
         if isinstance(node, ast.Attribute) and node.attr in _ATTRIBUTE_RULES:
             if id(node) not in formatted:
                 yield _attribute_violation(node, node.attr)
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in _MODULE_ATTRIBUTES
+            and _MODULE_ATTRIBUTES[node.attr] not in ALLOWED_MODULES[mod.rules]
+        ):
+            yield _at(node, "introspection", name=node.attr)
         if not isinstance(node, (ast.Attribute, ast.Name)) or id(node) in mod.targets:
             continue
         name = _qualified_name(node, mod.aliases)

@@ -1065,6 +1065,14 @@ def test_modules_reached_through_an_allowed_modules_attributes_are_judged_as_imp
         "import torch\ndef f(m=torch):\n    return m.builtins\n",
         "import torch\nclass A:\n    t = torch\nx = A.t.gc\n",
         "import torch\nm = torch.__getattr__('_dynamo')\n",
+        # red-team round 26: os and NumPy through a list, exec through a ForwardRef, a
+        # class's own lookup serving NumPy's protocol name built by concatenation.
+        "import torch\nx = [torch][0].os\n",
+        "import torch.nn.functional as F\nnp = [F][0].np\n",
+        "import typing\nrun = typing.List['exec'].__args__[0]._evaluate({}, {}, frozenset())\n",
+        "import typing\ncode = typing.List['x'].__args__[0].__forward_code__\n",
+        "class Raw:\n    def __getattr__(self, name):\n        return {}\n",
+        "class Raw:\n    def __getattribute__(self, name):\n        return {}\n",
     ],
 )
 def test_the_interpreters_modules_are_refused_as_any_objects_attribute(source):
@@ -1080,6 +1088,7 @@ def test_the_interpreters_modules_are_refused_as_any_objects_attribute(source):
         ("external", "from torch import os\nv = os.environ.get('X')\n"),
         ("env", "import torch\ntorch.random.manual_seed(0)\nw = torch.signal.windows\n"),
         ("env", "import torch.nn.functional as F\nimport torch\ny = F.relu(torch.ones(1))\n"),
+        ("external", "import numpy as np\nn = int(np.prod((2, 3)))\n"),
     ],
 )
 def test_submodules_and_allowed_modules_under_other_names_pass(rules, source):
@@ -1092,3 +1101,31 @@ def test_memoryview_and_raw_bytes_for_python_are_refused():
     assert [(v.rule, v.line) for v in check_solution_source(source)] == [("host_compute", 2)]
     for cpp in ("py::bytes to_bytes(torch::Tensor x);", "PyBytes_FromStringAndSize(p, n);"):
         assert [v.rule for v in check_native_sources({"k.cpp": cpp})] == ["dispatcher_bypass"]
+
+
+@pytest.mark.parametrize("rules", ["env", "external"])
+def test_os_process_control_is_refused_as_any_objects_attribute(rules):
+    """`[torch][0].os.system(...)` ran a command at import (red-team round 26)."""
+    found = check_solution_source("import torch\no = [torch][0]\nf = o.system\n", rules=rules)
+    assert "process_control" in [v.rule for v in found]
+
+
+@pytest.mark.parametrize(
+    ("line", "token"),
+    [
+        ("py::handle b(PyEval_GetBuiltins());", None),  # (pybind11's py::globals() too)
+        ("PyObject* g = PyEval_GetGlobals();", "PyEval_GetGlobals"),
+        ("auto d = PyModule_GetDict(m);", "PyModule_GetDict"),
+        ('auto m = py::module_::import ("numpy");', "::import ("),
+        # a token spelled in a C string's escapes, hex or octal
+        ('const char* s = "\\x50yRun_SimpleString";', "PyRun_"),
+        ('const char* s = "\\137\\137import__";', "__import__"),
+        ('printf("%d\\n", 3);', None),
+    ],
+)
+def test_native_sources_may_not_reach_the_builtins_or_hide_tokens_in_escapes(line, token):
+    """C++ ran exec found in PyEval_GetBuiltins() on source escaped byte by byte (round 26)."""
+    from cuda_gym.judge.static_checks import check_native_sources
+
+    found = check_native_sources({"kernels/k.cpp": line})
+    assert [v.message.split("`")[1] for v in found] == ([token] if token else [])
