@@ -230,3 +230,16 @@ def test_the_ban_refuses_ops_that_reach_a_subclass_dispatch():
     with ban.active(), pytest.raises(RuntimeError, match="subclass"):
         torch.empty(3).fill_(carrier)
     assert len(ban.violations) == 1 and "subclass" in ban.violations[0]
+
+
+def test_an_events_origin_skips_the_standard_library_but_not_installed_packages(tmp_path):
+    """Torch's and Triton's frames are origins of their own (their compilers start processes);
+    the standard library's are skipped; code with no file, or a file that is not there, is the
+    solution's (round 28 compiled hidden source as "/opt/not_the_solution.py")."""
+    origin = runner._Origin(str(tmp_path))
+    assert origin._in_stdlib(subprocess.__file__)
+    assert origin._in_stdlib("<frozen importlib._bootstrap>")
+    assert not origin._in_stdlib(torch.__file__)
+    assert origin._untrusted("<string>") and origin._untrusted("/opt/not_the_solution.py")
+    assert origin._untrusted(str(tmp_path / "model_new.py"))
+    assert not origin._untrusted(torch.__file__) and not origin._untrusted("<frozen os>")
