@@ -45,10 +45,11 @@ def test_a_worker_waiting_for_memory_does_not_hold_the_gate(tmp_path, monkeypatc
     monkeypatch.setattr(roles, "_LEDGER", ledger)
     monkeypatch.setattr(roles, "_WANTED", 6 * GIB)
     rep = _Rep()
-    go.set()
     start = time.monotonic()
-    with roles._shared_with_memory(rep):  # 6 + 8 > 10: waits outside the gate for the timer
-        assert gate.held == "shared" and ledger.held == 6 * GIB
+    with gate.shared():  # in the gate before the timer asks (else it may time and exit first)
+        go.set()
+        with roles._shared_with_memory(rep):  # 6 + 8 > 10: waits outside the gate for the timer
+            assert gate.held == "shared" and ledger.held == 6 * GIB
     timer.join(10)
     assert done.is_set() and time.monotonic() - start < 10
     assert "memory" in rep.seen
