@@ -38,6 +38,7 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks import gate_trace
 from benchmarks.rl_workload import (
     BASES,
     DEFAULT_MIX,
@@ -52,7 +53,7 @@ from benchmarks.rl_workload import (
 from cuda_gym.cache_dir import CACHE_ENV
 from cuda_gym.judge import JudgeConfig
 from cuda_gym.judge.device import device_info, resolve_device
-from cuda_gym.runtime.device_gate import PREFIX, gate_dir
+from cuda_gym.runtime.device_gate import PREFIX, TRACE_ENV, gate_dir
 from cuda_gym.runtime.fork_server import close_shared_fork_servers
 from cuda_gym.runtime.zygote import close_shared_launchers
 from cuda_gym.service import make_service
@@ -488,6 +489,7 @@ def judge_batch(
     elapsed = time.monotonic() - started
     return {
         "records": records[:submitted],
+        "started": started,
         "elapsed_s": elapsed,
         "gpu": gpu.report(),
         "cpu": cpu.report(),
@@ -526,6 +528,7 @@ class _Cut:
             {
                 "records": done,
                 "in_flight": in_flight,
+                "started": self.started,
                 "elapsed_s": time.monotonic() - self.started,
                 "gpu": self.gpu.report(),
                 "cpu": self.cpu.report(),
@@ -615,6 +618,8 @@ def summarise(concurrency: int, batch: list[Sample], run: dict) -> dict:
         },
         "gpu": run["gpu"],
         "cpu": run.get("cpu"),
+        # The device's time at its gate (benchmarks/gate_trace.py): held alone, drained, ...
+        "gate": _gate_summary(run),
         # Host CPU seconds of each worker role with its runners (Flag.WORKER_CPU_S); builds,
         # which run outside the workers, are in the host's busy fraction only.
         "worker_cpu_s": {
@@ -633,6 +638,15 @@ def summarise(concurrency: int, batch: list[Sample], run: dict) -> dict:
         "retried_alone_after_oom": sum(1 for r in judged if r.get("retried_alone")),
         "records": records,
     }
+
+
+def _gate_summary(run: dict) -> dict | None:
+    """The level's gate trace (the file CUDA_GYM_GATE_TRACE names) over its judging window."""
+    path = os.environ.get(TRACE_ENV)
+    if not path or not Path(path).is_file() or "started" not in run:
+        return None
+    events = gate_trace.read(Path(path))
+    return gate_trace.summarise(events, run["started"], run["started"] + run["elapsed_s"])
 
 
 def isolation(config: JudgeConfig, style: str, seed: int) -> dict:
@@ -747,6 +761,14 @@ def print_level(level: dict) -> None:
             f"/{memory['used_per_held']['max']}; reruns alone after OOM"
             f" {level.get('retried_alone_after_oom')}"
         )
+    gate = level.get("gate")
+    if gate and gate.get("events"):
+        print(
+            "      gate (share of the window): "
+            + ", ".join(f"{k} {v}" for k, v in gate["fraction"].items())
+            + f"; kept out {gate['kept_out_s']} process-s; alone by stage"
+            f" {gate['alone_by_stage']}; drains wait for {gate['drain_by_stage']}"
+        )
     left = level.get("leftovers") or {"processes": [], "shm": []}
     if left["processes"] or left["shm"]:
         print(f"      LEFT BEHIND: {left['processes']} {left['shm']}")
@@ -856,6 +878,8 @@ def main(argv: list[str] | None = None) -> dict:
         priming = judge_batch(config, batch, max(args.levels or [8]), timed_slots=args.timed_slots)
         report["priming_s"] = round(priming["elapsed_s"], 2)
     for level in args.levels:
+        # The gate's transitions of this level's workers (started after use_cache, below).
+        os.environ[TRACE_ENV] = str(work / f"gate_trace_level{level}.txt")
         if not args.warm:
             config = judge_config(args, device, work / f"level{level}")
             use_cache(config.cache_dir)
@@ -897,6 +921,7 @@ def main(argv: list[str] | None = None) -> dict:
         if not (args.warm or args.keep_cache):
             shutil.rmtree(config.cache_dir, ignore_errors=True)  # builds of a cold level: GiBs
         write_report(report, out)  # after every level: a run cut short keeps what it measured
+    os.environ.pop(TRACE_ENV, None)
     if not args.skip_isolation:
         cache = work / "isolation"
         use_cache(cache)

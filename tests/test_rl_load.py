@@ -206,6 +206,9 @@ def test_a_tiny_cpu_run_judges_every_sample_as_labelled(tmp_path):
     assert level["worker_cpu_s"]["candidate"]["p50"] > 0.5  # a runner imports torch
     assert level["leftovers"]["processes"] == [] and level["leftovers"]["shm"] == []
     assert level["leftovers_after_zygotes_closed"] == []
+    gate = level["gate"]  # the workers' gate trace: the honest one timed alone
+    assert gate["processes"] >= 4 and gate["exclusive_holds_s"]["n"] >= 1
+    assert gate["seconds"]["alone"] > 0 and "timing" in gate["alone_by_stage"]
     assert len(level["records"]) == 4
 
 

@@ -61,6 +61,8 @@ class Reporter:
         self._close_stage()
         self.stage, self.why = stage, why
         self.stage_path.write_text(stage)
+        if _GATE is not None:
+            _GATE.note("stage", f"{stage}.{why}" if why else stage)
 
     def _close_stage(self) -> None:
         now = time.monotonic()
@@ -174,6 +176,7 @@ def open_gate(header, rep: Reporter):
         MemoryLedger(name, capacity).reserve(capacity)  # released when this process exits
         rep.enter("gate", "entry")
         _GATE = DeviceGate(name)
+        _GATE.note("stage", "gate.entry")
         return _GATE.exclusive()
     if header.device == "cuda" and header.device_bytes is not None:
         ledger = MemoryLedger(name, device_memory_capacity())  # released when this process exits
@@ -184,6 +187,7 @@ def open_gate(header, rep: Reporter):
             _LEDGER, _WANTED = ledger, int(header.device_bytes)
     rep.enter("gate", "entry")
     _GATE = DeviceGate(name)
+    _GATE.note("stage", "gate.entry")
     return _GATE.shared() if _LEDGER is None else _shared_with_memory(rep)
 
 

@@ -24,6 +24,11 @@ A process never holds `main` while it waits for `turn` or `timers`, so nobody ca
 kernel drops a dead holder's locks, so a killed worker never leaves the gate closed. The files
 are in /dev/shm/cuda_gym_gates (or under the temporary directory); CUDA_GYM_GATE_DIR overrides
 it.
+
+For diagnosis, CUDA_GYM_GATE_TRACE names a file where every gate of every process started with
+it appends its transitions and its holder's stages (`DeviceGate.note`; benchmarks/gate_trace.py
+reads them): what share of the time the device is held alone, drained, or idle with someone
+waiting, and whose steps the drains wait for.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from pathlib import Path
 
 PREFIX = "cuda_gym_gate_"
 GATES_SUBDIR = "cuda_gym_gates"
+TRACE_ENV = "CUDA_GYM_GATE_TRACE"
 
 
 def gate_dir() -> Path:
@@ -85,6 +91,24 @@ class DeviceGate:
         self._timers = os.open(directory / f"{PREFIX}{safe}.timers", flags, 0o666)
         self._held: str | None = None  # None, "shared" or "exclusive"
         self.waited_s = 0.0
+        trace = os.environ.get(TRACE_ENV)
+        self._trace = None
+        if trace:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+            self._trace = os.open(trace, flags, 0o600)
+
+    def note(self, event: str, detail: str = "") -> None:
+        """Append `<monotonic s> <pid> <event> <detail>` to the trace file, if tracing.
+
+        Events: want_shared, shared, want_exclusive, exclusive, out (main released), and
+        stage (the holder's work, `detail`). One write of one short line: lines of several
+        processes never interleave (O_APPEND).
+        """
+        if self._trace is None:
+            return
+        line = f"{time.monotonic():.6f} {os.getpid()} {event} {detail}".rstrip() + "\n"
+        with contextlib.suppress(OSError):  # a diagnosis must not fail a judgement
+            os.write(self._trace, line.encode())
 
     def _flock(self, fd: int, op: int) -> None:
         start = time.monotonic()
@@ -93,6 +117,7 @@ class DeviceGate:
 
     def _enter(self, op: int, held: str) -> None:
         """Take `main` with `op`, queueing through `timers` and `turn` (see the module doc)."""
+        self.note(f"want_{held}")
         if op == fcntl.LOCK_SH:
             try:
                 self._flock(self._timers, fcntl.LOCK_EX)  # behind every waiting or timing timer
@@ -111,12 +136,14 @@ class DeviceGate:
                 fcntl.flock(self._timers, fcntl.LOCK_UN)
             raise
         self._held = held
+        self.note(held)
 
     def _leave(self) -> None:
         fcntl.flock(self._main, fcntl.LOCK_UN)
         if self._held == "exclusive":
             fcntl.flock(self._timers, fcntl.LOCK_UN)
         self._held = None
+        self.note("out")
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
@@ -201,6 +228,9 @@ class DeviceGate:
         os.close(self._main)
         os.close(self._turn)
         os.close(self._timers)
+        if self._trace is not None:
+            os.close(self._trace)
+            self._trace = None
 
 
 def device_identity(device: str) -> str:
