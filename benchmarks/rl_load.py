@@ -810,6 +810,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--memory-per-step", action="store_true", help="JudgeConfig.memory_per_step (CUDA)"
     )
+    p.add_argument("--memory-share", type=float, help="JudgeConfig.memory_share (CUDA)")
     p.add_argument("--out", default="benchmarks/results/rl_load.json")
     return p
 
@@ -823,6 +824,7 @@ def judge_config(args: argparse.Namespace, device: str, cache: Path) -> JudgeCon
         "correctness_trials": args.correctness_trials,
         "baselines": tuple(args.baselines) if args.baselines else None,
         "memory_per_step": True if args.memory_per_step else None,
+        "memory_share": args.memory_share,
     }
     given = {k: v for k, v in overrides.items() if v is not None}
     return JudgeConfig(device=device, cache_dir=cache, **given)

@@ -147,6 +147,13 @@ class JudgeConfig:
             steps out between correctness trials (judge/roles.py); False (the default: on the
             H200 it judged 13.0/min against 15.7, docs/service.md): the whole reservation is
             taken before the gate and held for the worker's life.
+        memory_share: CUDA: the share of the GPU's memory that the judges' reservations (the
+            MemoryLedger of cuda_gym.runtime.device_gate) may add up to. Above 1 the ledger
+            overcommits: a reservation is a judgement's peak held for its whole life, while
+            the device's memory in use was 0.26 of what the ledger held at the median (at
+            most 0.66; benchmarks/results/rl_load_h200.json). A judgement that runs out of
+            memory beside others is judged again alone, so overcommitting costs reruns, never
+            a wrong verdict.
         code_rules: The static rule set for model_new.py (judge/static_checks.py): "env" (the
             environment's, which the agent reads in the workspace skill) or "external" (code
             written elsewhere: `cuda-gym judge` and the KernelBench harness use it, so honest
@@ -192,6 +199,7 @@ class JudgeConfig:
     device_gate: bool = True
     gate_wait_max_s: float = 600.0
     memory_per_step: bool = False
+    memory_share: float = 0.9
     precompiled_header: bool | None = None
     sandbox: bool | None = None
     sandbox_memory_gib: float | None = None
@@ -234,6 +242,8 @@ class JudgeConfig:
         if not 0 <= self.reward_margin < 1:
             raise ConfigError("JudgeConfig.reward_margin must be in [0, 1)")
         unsandboxed_requested()  # a malformed $CUDA_GYM_UNSANDBOXED is refused here
+        if not 0 < self.memory_share <= 4:
+            raise ConfigError("JudgeConfig.memory_share must be in (0, 4]")
         if self.sandbox_memory_gib is not None and self.sandbox_memory_gib <= 0:
             raise ConfigError("JudgeConfig.sandbox_memory_gib must be positive (or None)")
 

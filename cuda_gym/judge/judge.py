@@ -770,6 +770,7 @@ class Judge:
             "gate_alone": bool(request.get("gate_alone")),
             "device_bytes": request.get("device_bytes"),
             "memory_per_step": self.config.memory_per_step,
+            "memory_share": self.config.memory_share,
         }
         request = {k: v for k, v in request.items() if k not in ("gate_alone", "device_bytes")}
         request["header"] = header

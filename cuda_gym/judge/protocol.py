@@ -116,6 +116,8 @@ class WorkerHeader:
             (cuda_gym.runtime.fork_server), or None: runners start afresh.
         memory_per_step: Take the reservation once in the gate and keep only the base between
             trials (JudgeConfig.memory_per_step).
+        memory_share: The share of the GPU's memory that reservations may add up to
+            (JudgeConfig.memory_share).
     """
 
     result_path: str
@@ -126,6 +128,7 @@ class WorkerHeader:
     device_bytes: int | None = None
     fork_server: str | None = None
     memory_per_step: bool = False
+    memory_share: float = 0.9
 
 
 @dataclass(frozen=True)

@@ -172,14 +172,15 @@ def open_gate(header, rep: Reporter):
     if header.device == "cuda" and header.gate_alone:
         # A rerun after running out of memory has the device to itself throughout.
         rep.enter("memory")  # waiting for device memory: the parent's clock stops too
-        capacity = device_memory_capacity()
+        capacity = device_memory_capacity(header.memory_share)
         MemoryLedger(name, capacity).reserve(capacity)  # released when this process exits
         rep.enter("gate", "entry")
         _GATE = DeviceGate(name)
         _GATE.note("stage", "gate.entry")
         return _GATE.exclusive()
     if header.device == "cuda" and header.device_bytes is not None:
-        ledger = MemoryLedger(name, device_memory_capacity())  # released when this process exits
+        # (released when this process exits)
+        ledger = MemoryLedger(name, device_memory_capacity(header.memory_share))
         if not header.memory_per_step:
             rep.enter("memory")  # waiting for device memory: the parent's clock stops too
             ledger.reserve(header.device_bytes)
@@ -236,17 +237,17 @@ def keep_memory_base(runner_pids: list[int]) -> None:
 BASE_MARGIN_BYTES = 1 << 28
 
 
-# The share of a GPU's memory that judge workers reserve together (the rest: CUDA contexts,
-# allocator slack, processes that are not judges).
+# The share of a GPU's memory that judge workers reserve together by default (the rest: CUDA
+# contexts, allocator slack, processes that are not judges; JudgeConfig.memory_share).
 MEMORY_SHARE = 0.9
 
 
-def device_memory_capacity() -> int:
+def device_memory_capacity(share: float = MEMORY_SHARE) -> int:
     """Bytes of this process's GPU that the judges of the machine may reserve together."""
     import torch
 
     total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
-    return int(MEMORY_SHARE * total)
+    return int(share * total)
 
 
 def state_tensors(model) -> dict:

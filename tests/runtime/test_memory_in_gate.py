@@ -71,7 +71,10 @@ def test_open_gate_reserves_before_the_gate_unless_per_step(tmp_path, monkeypatc
 
     monkeypatch.setenv("CUDA_GYM_GATE_DIR", str(tmp_path))
     monkeypatch.setattr(device_gate, "device_identity", lambda device: "cuda-test")
-    monkeypatch.setattr(roles, "device_memory_capacity", lambda: 10 * GIB)
+    shares = []  # JudgeConfig.memory_share, through the header
+    monkeypatch.setattr(
+        roles, "device_memory_capacity", lambda share=0.9: shares.append(share) or 10 * GIB
+    )
     for per_step in (False, True):
         monkeypatch.setattr(roles, "_LEDGER", None)  # (put back after the test, as _GATE)
         monkeypatch.setattr(roles, "_GATE", None)
@@ -82,6 +85,7 @@ def test_open_gate_reserves_before_the_gate_unless_per_step(tmp_path, monkeypatc
             gate_alone=False,
             device_bytes=3 * GIB,
             memory_per_step=per_step,
+            memory_share=1.5,
         )
         rep = _Rep()
         with roles.open_gate(header, rep):
@@ -92,3 +96,4 @@ def test_open_gate_reserves_before_the_gate_unless_per_step(tmp_path, monkeypatc
         roles._GATE.close()
         # (the default's ledger is released when the worker exits; here, by hand)
         device_gate.MemoryLedger("cuda-test", 10 * GIB, tmp_path).release()
+    assert shares == [1.5, 1.5]
