@@ -174,6 +174,70 @@ def test_exec_and_processes_are_refused_from_the_solutions_own_lines(tmp_path):
     assert refused.count("not allowed") == 3
 
 
+def test_heap_and_frame_walks_are_refused_from_the_solution_not_the_standard_library(tmp_path):
+    """gc's object lists and the stack's frames lead to the runner's objects (red-team round
+    29 found the Runner by gc.get_objects and switched its ban off); warnings and logging look
+    their callers' frames up, which stays allowed."""
+    solution = tmp_path / "solution"
+    solution.mkdir()
+    (solution / "model_new.py").write_text(
+        "import gc, sys, warnings\n"
+        "def by_gc():\n"
+        "    gc.get_referrers(by_gc)\n"
+        "def by_getframe():\n"
+        "    sys._getframe(0)\n"
+        "def by_traceback():\n"
+        "    error = RuntimeError()\n"
+        "    error.__traceback__ = None\n"
+        "    try:\n"
+        "        raise error\n"
+        "    except RuntimeError as caught:\n"
+        "        return caught.__traceback__.tb_frame\n"
+        "def by_generator():\n"
+        "    return (i for i in ()).gi_frame\n"
+        "def by_warning():\n"
+        "    warnings.warn('fine')\n"
+        "def by_code():\n"
+        "    return by_code.__code__.co_name\n"
+    )
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import sys, torch, warnings\n"
+        f"sys.path.insert(0, {str(Path(runner.__file__).parent)!r})\n"
+        "import runner\n"
+        "found = []\n"
+        "keeper = runner._MainThread(found, ())\n"
+        f"keeper.refuse_audit_hooks({str(solution)!r})\n"
+        "sys._getframe(0).f_back  # the runner's own: allowed\n"
+        f"module = runner._import_file('model_new', {str(solution / 'model_new.py')!r})\n"
+        "warnings.simplefilter('ignore')\n"
+        "refused = []\n"
+        "for attempt in (module.by_gc, module.by_getframe, module.by_traceback,\n"
+        "                module.by_generator, module.by_warning, module.by_code):\n"
+        "    try:\n"
+        "        attempt()\n"
+        "        refused.append('passed')\n"
+        "    except RuntimeError as exc:\n"
+        "        refused.append(str(exc))\n"
+        "print(refused)\n"
+        "print(found)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    refused, found = done.stdout.strip().splitlines()[-2:]
+    refused = eval(refused)
+    assert [r.split()[0] for r in refused[:4]] == [
+        "gc.get_referrers",
+        "sys._getframe",
+        "object.__getattr__",
+        "object.__getattr__",
+    ]
+    assert refused[4:] == ["passed", "passed"]  # warnings' own frame lookup; a __code__ read
+    assert "`gc.get_referrers` raised by the solution's model_new.py line 3" in found
+
+
 def test_kernels_for_torchs_ops_are_refused_new_ops_allowed(monkeypatch):
     module = torch._C._DispatchModule
     for name in runner._MainThread.IMPLS + runner._MainThread.FALLBACKS:
