@@ -2,14 +2,16 @@
 
 The exploit suite (benchmarks/exploits) and the false-rejection corpus
 (benchmarks/false_rejections) are suites: a folder with cases/, and as the cases need them
-tasks/ (task files), kernels_<device>/ and kernels_common/ (shared kernel sources). A case is a
+tasks/ (task files), kernels_<device>/, kernels_common/ and kernels_<device>_python/ (shared kernel
+sources). A case is a
 KernelBench-style solution file whose docstring opens with the pattern's name (one line ending
 in "."), 2-4 lines on it, a blank line and these fields:
 
     Task: a built-in task id, or a task file of the suite (tasks/NAME.py)
     Devices: the devices it runs on (default: cpu, cuda)
-    Kernels: shared (judged with the suite's kernel sources as kernels/) or none; default
-        shared when the case imports kernels_ext
+    Kernels: shared (judged with the suite's kernel sources as kernels/), python (those and
+        kernels_<device>_python/, whose kernels reach Python's objects and which the static
+        scan refuses) or none; default shared when the case imports kernels_ext
     Timing: yes (judged with timing) or no (the default)
     Expect: accept, or reject R: R a violation kind, static:<rule> for a rule of
         static_checks.RULES, or how the run failed (incorrect, build, crash, timeout, oom);
@@ -45,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DEVICES = ("cpu", "cuda")
+KERNELS = ("shared", "python", "none")
 # How a run that broke no rule can fail, besides the violation kinds an Expect line may name.
 FAILURES = ("incorrect", "build", "crash", "timeout", "oom")
 # Observed when the judge gave no verdict (an infrastructure error).
@@ -65,7 +68,8 @@ class Case:
         pattern: The docstring's first line without its final period.
         task: Built-in task id, or a task file relative to the suite's folder.
         devices: Devices the case runs on ("cpu", "cuda").
-        shared_kernels: Whether it is judged with the suite's kernel sources as kernels/.
+        kernels: "shared" (judged with the suite's kernel sources as kernels/), "python"
+            (with kernels_<device>_python/ too) or "none".
         timing: Whether the case is judged with timing (only then does it show).
         expect: "accept" or "reject <reason>".
         runtime: What it owes the layers behind the static checks, in expect's form; None
@@ -77,10 +81,15 @@ class Case:
     pattern: str
     task: str
     devices: tuple[str, ...]
-    shared_kernels: bool
+    kernels: str
     timing: bool
     expect: str
     runtime: str | None = None
+
+    @property
+    def shared_kernels(self) -> bool:
+        """Whether it is judged with the suite's kernel sources as kernels/."""
+        return self.kernels != "none"
 
     @property
     def expected(self) -> str:
@@ -112,7 +121,7 @@ class Case:
         return [
             f"Task: {self.task}",
             f"Devices: {', '.join(self.devices)}",
-            f"Kernels: {'shared' if self.shared_kernels else 'none'}",
+            f"Kernels: {self.kernels}",
             f"Timing: {'yes' if self.timing else 'no'}",
             f"Expect: {self.expect}",
             *([f"Runtime: {self.runtime}"] if self.runtime else []),
@@ -162,8 +171,8 @@ def parse_case(path: Path) -> Case:
         raise ValueError(f"{path.name}: Devices must list {DEVICES}, got {fields['Devices']!r}")
     kernels = fields.get("Kernels", "shared" if _IMPORTS_KERNELS.search(text) else "none")
     timing = fields.get("Timing", "no")
-    if kernels not in ("shared", "none") or timing not in ("yes", "no"):
-        raise ValueError(f"{path.name}: Kernels must be shared|none and Timing yes|no")
+    if kernels not in KERNELS or timing not in ("yes", "no"):
+        raise ValueError(f"{path.name}: Kernels must be shared|python|none and Timing yes|no")
     expect = fields["Expect"].strip()
     runtime = fields["Runtime"].strip() if "Runtime" in fields else None
     for stated in (expect, runtime):
@@ -175,7 +184,7 @@ def parse_case(path: Path) -> Case:
         pattern=first[:-1],
         task=fields["Task"].strip(),
         devices=devices,
-        shared_kernels=kernels == "shared",
+        kernels=kernels,
         timing=timing == "yes",
         expect=expect,
         runtime=runtime,
@@ -266,9 +275,14 @@ class Suite:
         """The case's task as `load_task` takes it: an id, or a task file's full path."""
         return str(self.root / case.task) if case.task.endswith(".py") else case.task
 
-    def kernel_dirs(self, device: str) -> list[Path]:
-        """The folders whose sources make up the shared kernels/ on `device`."""
+    def kernel_dirs(self, device: str, python: bool = False) -> list[Path]:
+        """The folders whose sources make up the shared kernels/ on `device`.
+
+        python: kernels_<device>_python/ too (the kernels that reach Python's objects).
+        """
         dirs = [self.root / f"kernels_{device}", self.root / "kernels_common"]
+        if python:
+            dirs.append(self.root / f"kernels_{device}_python")
         return [d for d in dirs if d.is_dir()]
 
     def load_cases(
@@ -332,7 +346,7 @@ class Suite:
         if case.shared_kernels:
             kernels = dest / "kernels"
             kernels.mkdir()
-            for folder in self.kernel_dirs(device):
+            for folder in self.kernel_dirs(device, python=case.kernels == "python"):
                 shutil.copytree(folder, kernels, dirs_exist_ok=True)
         return dest
 

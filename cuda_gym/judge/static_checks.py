@@ -62,6 +62,14 @@ RULES: dict[str, str] = {
     "at::native::), look functions up by name at run time (dlsym, dlopen), nor export memory "
     "to Python's buffer protocol, NumPy or DLPack (py::buffer_protocol, py::array, "
     "DLManagedTensor).",
+    "python_from_native": "C++/CUDA sources may not reach Python's objects: no CPython API "
+    "functions (PyObject_GetAttr, PyEval_GetBuiltins, PyDict_GetItem, ...; PyErr_ and PyExc_ "
+    "are fine), type slots or Py_TYPE, and no pybind11 attribute, globals or registry access "
+    "(.attr(...), py::getattr, py::globals(), get_internals). Take tensors and numbers as "
+    "arguments, return tensors, and bind functions with m.def.",
+    "kernel_copies": "C++/CUDA sources may not have the operating system move data (readv, "
+    "writev, splice, vmsplice, tee, sendfile, copy_file_range, process_vm_*, raw syscall()): "
+    "the kernel's copies would do the work of no kernel of yours.",
     "native_include": "C++/CUDA sources may #include workspace files by relative path and "
     "toolchain, torch and CUDA headers only (no absolute paths, no '..').",
     "token_pasting": "C++/CUDA sources may not paste identifiers together (`##`, "
@@ -223,6 +231,28 @@ NATIVE_FORBIDDEN_TOKENS = (
 _NATIVE_FORBIDDEN_WORDS = re.compile(
     r"\b(?:findOp|findSchema|findSchemaOrThrow)\b|\w*(?:\wDispatchMode|DispatchMode\w)\w*"
     r"|::\s*import\s*\("  # (pybind11's module import, spaced: `module_::import ("numpy")`)
+)
+
+# Python's objects reached from C++ (red-team round 29: the builtins' __import__ of an already
+# imported gc, which raises no audit event, found the runner's objects by gc.get_objects and
+# switched their ban off; a torch function that execs a string was found by attribute names
+# built at run time). An extension takes tensors and numbers from its arguments: it needs none
+# of Python's object API, and no public KernelBench solution uses any (2615 files). Raising an
+# error (PyErr_*, PyExc_*) is fine.
+_PYTHON_FROM_NATIVE = re.compile(
+    r"\b_?Py(?!Err_|Exc_)[A-Z][A-Za-z0-9]*_\w+"  # the C API: PyObject_GetAttr, _PyObject_...
+    r"|\bPy_TYPE\b|\bob_type\b|\b_PyRuntime\b"
+    r"|\btp_(?:getattr|setattr|call|dict|subclasses|descr_|init|new|iter|members|base|weaklist)\w*"
+    r"|\.\s*attr\s*\("  # pybind11: handle.attr(name), by any name built at run time
+    r"|\b(?:get|set|has|del)attr\s*\("  # py::getattr(obj, name) and the like
+    r"|\bglobals\s*\("  # py::globals(): the calling module's dict, builtins in it
+    r"|\bget_internals\b|\bget_\w*type_info\b"  # pybind11's registry of bound types
+)
+# The operating system moving data for the solution (red-team round 29: writev/readv through a
+# pipe with one iovec per element transposed a tensor; the kernel's copies are no own kernel).
+_KERNEL_COPIES = re.compile(
+    r"\b(?:p?readv2?|p?writev2?|vmsplice|splice|tee|sendfile(?:64)?|copy_file_range"
+    r"|syscall)\s*\(|\bprocess_vm_\w+|\bSYS_\w+|\b__NR_\w+"
 )
 
 # The assembler's file inclusion in any case (GNU as reads `.INCBIN` as `.incbin`).
@@ -741,6 +771,21 @@ def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
                     )
                 )
                 break
+        for rule, pattern, what in (
+            ("python_from_native", _PYTHON_FROM_NATIVE, "reaches Python's objects"),
+            ("kernel_copies", _KERNEL_COPIES, "has the operating system move data"),
+        ):
+            for lineno, line in enumerate(text.splitlines(), 1):
+                match = pattern.search(line + " " + _decoded_literals(line))
+                if match:
+                    found.append(
+                        StaticViolation(
+                            rule,
+                            lineno,
+                            f"`{match.group().strip()}` in {name} {what}; {RULES[rule]}",
+                        )
+                    )
+                    break
         for lineno, message in include_violations(text, name, sources.keys())[:1]:
             found.append(StaticViolation("native_include", lineno, f"{name}: {message}"))
     return found

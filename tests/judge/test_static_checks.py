@@ -475,7 +475,14 @@ def test_messages_are_one_sentence_and_rules_are_documented():
     )
     result = check_solution_source(source)
     # dispatcher_bypass, native_include and token_pasting are about C++/CUDA sources.
-    native = {"syntax", "dispatcher_bypass", "native_include", "token_pasting"}
+    native = {
+        "syntax",
+        "dispatcher_bypass",
+        "native_include",
+        "token_pasting",
+        "python_from_native",
+        "kernel_copies",
+    }
     assert {v.rule for v in result} == set(RULES) - native
     for v in result:
         assert v.message.endswith(".") and "\n" not in v.message
@@ -581,7 +588,8 @@ def test_native_sources_may_not_export_buffers_to_python():
         'return PyCapsule_New(m, "dltensor_versioned", drop);',
     ):
         found = check_native_sources({"k.cpp": "void f() {}\n" + line + "\n"})
-        assert [(v.rule, v.line) for v in found] == [("dispatcher_bypass", 2)], line
+        assert [(v.rule, v.line) for v in found][:1] == [("dispatcher_bypass", 2)], line
+        assert {v.rule for v in found} <= {"dispatcher_bypass", "python_from_native"}, line
 
 
 @pytest.mark.parametrize(
@@ -1100,7 +1108,7 @@ def test_memoryview_and_raw_bytes_for_python_are_refused():
     source = "def f(b):\n    return memoryview(b).cast('f')[::3].tobytes()\n"
     assert [(v.rule, v.line) for v in check_solution_source(source)] == [("host_compute", 2)]
     for cpp in ("py::bytes to_bytes(torch::Tensor x);", "PyBytes_FromStringAndSize(p, n);"):
-        assert [v.rule for v in check_native_sources({"k.cpp": cpp})] == ["dispatcher_bypass"]
+        assert [v.rule for v in check_native_sources({"k.cpp": cpp})][0] == "dispatcher_bypass"
 
 
 @pytest.mark.parametrize("rules", ["env", "external"])
@@ -1111,21 +1119,53 @@ def test_os_process_control_is_refused_as_any_objects_attribute(rules):
 
 
 @pytest.mark.parametrize(
-    ("line", "token"),
+    ("line", "found"),
     [
-        ("py::handle b(PyEval_GetBuiltins());", None),  # (pybind11's py::globals() too)
-        ("PyObject* g = PyEval_GetGlobals();", "PyEval_GetGlobals"),
-        ("auto d = PyModule_GetDict(m);", "PyModule_GetDict"),
-        ('auto m = py::module_::import ("numpy");', "::import ("),
+        ("py::handle b(PyEval_GetBuiltins());", [("python_from_native", "PyEval_GetBuiltins")]),
+        ("auto g = py::globals();", [("python_from_native", "globals(")]),
+        (
+            "PyObject* g = PyEval_GetGlobals();",
+            [
+                ("dispatcher_bypass", "PyEval_GetGlobals"),
+                ("python_from_native", "PyEval_GetGlobals"),
+            ],
+        ),
+        ('auto m = py::module_::import ("numpy");', [("dispatcher_bypass", "::import (")]),
         # a token spelled in a C string's escapes, hex or octal
-        ('const char* s = "\\x50yRun_SimpleString";', "PyRun_"),
-        ('const char* s = "\\137\\137import__";', "__import__"),
-        ('printf("%d\\n", 3);', None),
+        (
+            'const char* s = "\\x50yRun_SimpleString";',
+            [("dispatcher_bypass", "PyRun_"), ("python_from_native", "PyRun_SimpleString")],
+        ),
+        ('const char* s = "\\137\\137import__";', [("dispatcher_bypass", "__import__")]),
+        ('printf("%d\\n", 3);', []),
     ],
 )
-def test_native_sources_may_not_reach_the_builtins_or_hide_tokens_in_escapes(line, token):
+def test_native_sources_may_not_reach_the_builtins_or_hide_tokens_in_escapes(line, found):
     """C++ ran exec found in PyEval_GetBuiltins() on source escaped byte by byte (round 26)."""
     from cuda_gym.judge.static_checks import check_native_sources
 
-    found = check_native_sources({"kernels/k.cpp": line})
-    assert [v.message.split("`")[1] for v in found] == ([token] if token else [])
+    seen = check_native_sources({"kernels/k.cpp": line})
+    assert [(v.rule, v.message.split("`")[1]) for v in seen] == found
+
+
+@pytest.mark.parametrize(
+    ("line", "rule"),
+    [
+        ('h.attr("fx").attr(name.c_str())(src);', "python_from_native"),  # (round 29)
+        ("auto f = py::getattr(obj, name);", "python_from_native"),
+        ("PyObject* v = PyObject_GetAttrString(o, n);", "python_from_native"),
+        ("auto t = Py_TYPE(o)->tp_getattro;", "python_from_native"),
+        ("auto* i = pybind11::detail::get_internals();", "python_from_native"),
+        ("ssize_t n = writev(fds[1], iov, count);", "kernel_copies"),  # (round 29's transpose)
+        ("splice(a, nullptr, b, nullptr, n, 0);", "kernel_copies"),
+        ("long r = syscall(SYS_readv, fd, iov, n);", "kernel_copies"),
+        ('PyErr_SetString(PyExc_ValueError, "bad shape"); Py_RETURN_NONE;', None),
+        ('int tp_size = 2; float readv_buffer = 0; m.def("f", &f);', None),
+        ("void load_globals(float* g);", None),
+    ],
+)
+def test_native_sources_may_not_reach_pythons_objects_or_the_kernels_copies(line, rule):
+    """No public KernelBench solution uses either (2615 files, benchmarks/static_sweep.py)."""
+    from cuda_gym.judge.static_checks import check_native_sources
+
+    assert [v.rule for v in check_native_sources({"k.cpp": line})] == ([rule] if rule else [])
