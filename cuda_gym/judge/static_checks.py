@@ -63,10 +63,10 @@ RULES: dict[str, str] = {
     "to Python's buffer protocol, NumPy or DLPack (py::buffer_protocol, py::array, "
     "DLManagedTensor).",
     "python_from_native": "C++/CUDA sources may not reach Python's objects: no CPython API "
-    "functions (PyObject_GetAttr, PyEval_GetBuiltins, PyDict_GetItem, ...; PyErr_ and PyExc_ "
-    "are fine), type slots or Py_TYPE, and no pybind11 attribute, globals or registry access "
-    "(.attr(...), py::getattr, py::globals(), get_internals). Take tensors and numbers as "
-    "arguments, return tensors, and bind functions with m.def.",
+    "(PyObject, PyEval_GetBuiltins, PyObject_GetAttr, Py_TYPE, type slots; PyErr_ and PyExc_ "
+    "are fine) and pybind11 only to bind functions (PYBIND11_MODULE, m.def, m.doc(), py::arg, "
+    "py::gil_scoped_release: no py::object, .attr(...), py::globals(), pybind11/functional.h). "
+    "Take tensors and numbers as arguments and return tensors.",
     "kernel_copies": "C++/CUDA sources may not have the operating system move data (readv, "
     "writev, splice, vmsplice, tee, sendfile, copy_file_range, process_vm_*, raw syscall()): "
     "the kernel's copies would do the work of no kernel of yours.",
@@ -235,19 +235,91 @@ _NATIVE_FORBIDDEN_WORDS = re.compile(
 
 # Python's objects reached from C++ (red-team round 29: the builtins' __import__ of an already
 # imported gc, which raises no audit event, found the runner's objects by gc.get_objects and
-# switched their ban off; a torch function that execs a string was found by attribute names
-# built at run time). An extension takes tensors and numbers from its arguments: it needs none
-# of Python's object API, and no public KernelBench solution uses any (2615 files). Raising an
-# error (PyErr_*, PyExc_*) is fine.
-_PYTHON_FROM_NATIVE = re.compile(
+# switched their ban off; round 30 reached the runner's classes through pybind11's accessors and
+# `__subclasses__`). An extension takes tensors and numbers as arguments and returns tensors:
+# pybind11 serves only to bind its functions, and no public KernelBench solution uses any more
+# of it, or of CPython's API (2615 files). Raising an error (PyErr_*, PyExc_*) is fine.
+_PYTHON_API = re.compile(
     r"\b_?Py(?!Err_|Exc_)[A-Z][A-Za-z0-9]*_\w+"  # the C API: PyObject_GetAttr, _PyObject_...
-    r"|\bPy_TYPE\b|\bob_type\b|\b_PyRuntime\b"
+    r"|Py(?:Object|TypeObject|VarObject|Interpreter|ThreadState|Frame|CodeObject|ModuleDef"
+    r"|MethodDef|MemberDef|GetSetDef|CFunction|Capsule)"  # its types (toPyObject, PyObjectSlot)
+    r"|\bPy_TYPE\b|\bob_(?:type|refcnt|base)\b|\b_PyRuntime\b|\b_(?:object|typeobject)\b"
     r"|\btp_(?:getattr|setattr|call|dict|subclasses|descr_|init|new|iter|members|base|weaklist)\w*"
-    r"|\.\s*attr\s*\("  # pybind11: handle.attr(name), by any name built at run time
-    r"|\b(?:get|set|has|del)attr\s*\("  # py::getattr(obj, name) and the like
-    r"|\bglobals\s*\("  # py::globals(): the calling module's dict, builtins in it
-    r"|\bget_internals\b|\bget_\w*type_info\b"  # pybind11's registry of bound types
+    r"|\bTHP\w*|pyobj|\btorch::(?:python|jit)\b"  # libtorch_python's objects of tensors
+    r"|\b(?:get|set|has|del)attr\s*\(|\bglobals\s*\(|\bget_internals\b|\bget_\w*type_info\b"
 )
+# The pybind11 names binding code needs; any other (py::object, py::detail::..., py::type) holds
+# or reaches Python objects.
+PYBIND11_ALLOWED = frozenset(
+    "module_ module arg arg_v kw_only pos_only gil_scoped_release gil_scoped_acquire call_guard "
+    "return_value_policy".split()
+)
+_PYBIND11_NAME = re.compile(r"\b(?:py|pybind11)\s*::\s*(\w+)")
+# An object's own methods reached whatever its type's name (a module's, an accessor's).
+_OBJECT_METHODS = re.compile(
+    r"(?:\.|->)\s*(?:attr|ptr|cast|inc_ref|dec_ref|get_type|def_submodule|add_object|reload)"
+    r"\s*[(<]"
+)
+# pybind11 renamed or macro-wrapped, and its headers beyond plain binding (functional.h turns
+# Python callables into std::function, embed.h and eval.h run Python).
+_PYBIND11_DISGUISED = re.compile(
+    r"\bnamespace\s+(?!py\b)\w+\s*=\s*(?:::\s*)?(?:pybind11|py)\b"
+    r"|\busing\s+namespace\s+(?:::\s*)?(?:pybind11|py)\b"
+    r"|\busing\s+(?:::\s*)?(?:pybind11|py)\s*::"
+    r"|#\s*define\b[^\n]*\b(?:py|pybind11|attr|PYBIND11_MODULE)\b"
+    r"|#\s*include\s*[<\"]pybind11/(?!pybind11\.h|stl\.h|complex\.h)"
+    r"|\bPYBIND11_(?!MODULE\b)\w+"
+)
+# The module object of PYBIND11_MODULE or of a registration function (`py::module_& m`): only
+# `m.def(...)`, `m.doc()` and handing it to a registration function may be done with it (its
+# submodules and attributes are Python's; `decltype(m)` would make any module an argument).
+_MODULE_VARIABLE = re.compile(
+    r"PYBIND11_MODULE\s*\(\s*\w+\s*,\s*(\w+)\s*\)\s*\{"
+    r"|\b(?:py|pybind11)\s*::\s*module_?\s*&?\s*(\w+)\s*\)\s*\{"
+)
+_REGISTRATION = re.compile(r"\b(\w+)\s*\(\s*(?:py|pybind11)\s*::\s*module_?\s*&")
+
+
+def _python_reach(text: str, registrations: frozenset = frozenset()) -> tuple[int, str] | None:
+    """(line, what) of the first way a preprocessed C++ source reaches Python's objects.
+
+    registrations: functions of the sources that take a module (`f(py::module_& m)`).
+    """
+
+    def line_of(pos: int) -> int:
+        return text.count("\n", 0, pos) + 1
+
+    for lineno, line in enumerate(text.splitlines(), 1):
+        match = _PYTHON_API.search(line + " " + _decoded_literals(line))
+        if match:
+            return lineno, match.group().strip()
+    code = _STRING_LITERAL.sub('""', text)  # (names in strings are the API's to refuse)
+    for match in _PYBIND11_NAME.finditer(code):
+        if match.group(1) not in PYBIND11_ALLOWED:
+            return line_of(match.start()), match.group()
+    for pattern in (_OBJECT_METHODS, _PYBIND11_DISGUISED):
+        match = pattern.search(code)
+        if match:
+            return line_of(match.start()), " ".join(match.group().split())
+    for match in _MODULE_VARIABLE.finditer(code):
+        name = match.group(1) or match.group(2)
+        body_start = match.end()
+        depth, end = 1, body_start
+        while end < len(code) and depth:
+            depth += {"{": 1, "}": -1}.get(code[end], 0)
+            end += 1
+        body = code[body_start:end]
+        for use in re.finditer(rf"\b{re.escape(name)}\b", body):
+            after = body[use.end() : use.end() + 40]
+            if re.match(r"\s*\.\s*(?:def\s*\(|doc\s*\(\s*\))", after):
+                continue
+            call = re.search(r"(\w+)\s*\(\s*$", body[max(0, use.start() - 80) : use.start()])
+            if call and call.group(1) in registrations and re.match(r"\s*\)", after):
+                continue
+            return line_of(body_start + use.start()), f"{name} (other than {name}.def(...))"
+    return None
+
+
 # The operating system moving data for the solution (red-team round 29: writev/readv through a
 # pipe with one iovec per element transposed a tensor; the kernel's copies are no own kernel).
 _KERNEL_COPIES = re.compile(
@@ -735,6 +807,9 @@ def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
     from cuda_gym.judge.native_checks import include_violations, preprocess
 
     found = []
+    registrations = frozenset(
+        m.group(1) for raw in sources.values() for m in _REGISTRATION.finditer(preprocess(raw))
+    )
     for name, raw in sources.items():
         text = preprocess(raw)
         for lineno, line in enumerate(text.splitlines(), 1):
@@ -771,21 +846,28 @@ def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
                     )
                 )
                 break
-        for rule, pattern, what in (
-            ("python_from_native", _PYTHON_FROM_NATIVE, "reaches Python's objects"),
-            ("kernel_copies", _KERNEL_COPIES, "has the operating system move data"),
-        ):
-            for lineno, line in enumerate(text.splitlines(), 1):
-                match = pattern.search(line + " " + _decoded_literals(line))
-                if match:
-                    found.append(
-                        StaticViolation(
-                            rule,
-                            lineno,
-                            f"`{match.group().strip()}` in {name} {what}; {RULES[rule]}",
-                        )
+        reach = _python_reach(text, registrations)
+        if reach:
+            lineno, what = reach
+            found.append(
+                StaticViolation(
+                    "python_from_native",
+                    lineno,
+                    f"`{what}` in {name} reaches Python's objects; {RULES['python_from_native']}",
+                )
+            )
+        for lineno, line in enumerate(text.splitlines(), 1):
+            match = _KERNEL_COPIES.search(line + " " + _decoded_literals(line))
+            if match:
+                found.append(
+                    StaticViolation(
+                        "kernel_copies",
+                        lineno,
+                        f"`{match.group().strip()}` in {name} has the operating system move "
+                        f"data; {RULES['kernel_copies']}",
                     )
-                    break
+                )
+                break
         for lineno, message in include_violations(text, name, sources.keys())[:1]:
             found.append(StaticViolation("native_include", lineno, f"{name}: {message}"))
     return found

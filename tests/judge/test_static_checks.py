@@ -615,7 +615,8 @@ def test_native_words_match_whole_identifiers(line, token):
     from cuda_gym.judge.static_checks import check_native_sources
 
     found = check_native_sources({"kernels/k.cu": line})
-    assert [v.message.split("`")[1] for v in found] == ([token] if token else [])
+    bypass = [v.message.split("`")[1] for v in found if v.rule == "dispatcher_bypass"]
+    assert bypass == ([token] if token else [])
 
 
 EXTERNAL_STYLE_SOLUTION = """\
@@ -1125,10 +1126,7 @@ def test_os_process_control_is_refused_as_any_objects_attribute(rules):
         ("auto g = py::globals();", [("python_from_native", "globals(")]),
         (
             "PyObject* g = PyEval_GetGlobals();",
-            [
-                ("dispatcher_bypass", "PyEval_GetGlobals"),
-                ("python_from_native", "PyEval_GetGlobals"),
-            ],
+            [("dispatcher_bypass", "PyEval_GetGlobals"), ("python_from_native", "PyObject")],
         ),
         ('auto m = py::module_::import ("numpy");', [("dispatcher_bypass", "::import (")]),
         # a token spelled in a C string's escapes, hex or octal
@@ -1156,6 +1154,28 @@ def test_native_sources_may_not_reach_the_builtins_or_hide_tokens_in_escapes(lin
         ("PyObject* v = PyObject_GetAttrString(o, n);", "python_from_native"),
         ("auto t = Py_TYPE(o)->tp_getattro;", "python_from_native"),
         ("auto* i = pybind11::detail::get_internals();", "python_from_native"),
+        # round 30: pybind11 beyond binding, however it is spelled
+        ('auto v = py::detail::str_attr_accessor(o, "x");', "python_from_native"),
+        ("void f(py::object fn) { fn(); }", "python_from_native"),
+        ('auto v = o.\n    attr("x");', "python_from_native"),
+        ("#define A(o, n) o.attr\nint z;", "python_from_native"),
+        ("namespace q = pybind11;\nq::handle h;", "python_from_native"),
+        ("#include <pybind11/functional.h>", "python_from_native"),
+        ("auto t = h.cast<torch::Tensor>();", "python_from_native"),
+        ("auto* p = x.unsafeGetTensorImpl()->pyobj_slot();", "python_from_native"),
+        ('PYBIND11_MODULE(n, m) {\n  auto u = m.def_submodule("utils");\n}', "python_from_native"),
+        (
+            'PYBIND11_MODULE(n, m) {\n  m.def("f", [](decltype(m) q) { return 1; });\n}',
+            "python_from_native",
+        ),
+        (
+            'void reg(pybind11::module_& m) {\n  m.def("g", &g);\n}\n'
+            'PYBIND11_MODULE(n, m) {\n  m.doc() = "ops";\n  reg(m);\n'
+            '  m.def("f", &f, py::arg("x"), py::call_guard<py::gil_scoped_release>());\n}\n'
+            "int k(int m) { return m * 2; }",
+            None,
+        ),
+        ("#include <pybind11/stl.h>", None),
         ("ssize_t n = writev(fds[1], iov, count);", "kernel_copies"),  # (round 29's transpose)
         ("splice(a, nullptr, b, nullptr, n, 0);", "kernel_copies"),
         ("long r = syscall(SYS_readv, fd, iov, n);", "kernel_copies"),
