@@ -125,6 +125,22 @@ NATIVE_FORBIDDEN_TOKENS = (
     "dl_iterate_phdr",
     "dladdr",
     "dlinfo",
+    # ... or in their ELF images in memory, walked from a function's address (red-team round
+    # 31 found at::_ops::copy_::redispatch from &at::_ops::empty_memory_format::call's page,
+    # and libpython's frame API from &PyErr_Occurred's).
+    "Elf64_",
+    "Elf32_",
+    "ElfW",
+    "ELFMAG",
+    "\x7fELF",
+    "DT_SYMTAB",
+    "DT_STRTAB",
+    "DT_GNU_HASH",
+    "PT_DYNAMIC",
+    "_r_debug",
+    "link_map",
+    "getauxval",
+    "at::_ops",
     "at::cpu::",
     "at::native::",
     "at::compositeexplicitautograd",
@@ -231,6 +247,9 @@ NATIVE_FORBIDDEN_TOKENS = (
 _NATIVE_FORBIDDEN_WORDS = re.compile(
     r"\b(?:findOp|findSchema|findSchemaOrThrow)\b|\w*(?:\wDispatchMode|DispatchMode\w)\w*"
     r"|::\s*import\s*\("  # (pybind11's module import, spaced: `module_::import ("numpy")`)
+    # A library function's address (where an image walk starts), and the ELF headers.
+    r"|(?:^|[=(),;:{}?\[]|\breturn)\s*&\s*(?:(?:::\s*)?(?:at|torch|c10|caffe2)\s*::|_?Py[A-Z]\w*)"
+    r"|#\s*include\s*<(?:elf|link|sys/auxv)\.h>"
 )
 
 # Python's objects reached from C++ (red-team round 29: the builtins' __import__ of an already
