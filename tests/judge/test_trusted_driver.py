@@ -66,10 +66,15 @@ def task():
 
 
 def test_the_candidates_process_holds_no_judge_module_and_is_timed_by_the_driver(task, tmp_path):
+    """The snooping C++ reaches Python's objects, which the static rules refuse
+    (python_from_native): judged behind them, as the exploit suite's --behind-static does."""
+    from benchmarks.case_suite import static_checks_skipped
+
     root = write_solution(tmp_path / "solution", "cpu", "correct")
     (root / "model_new.py").write_text(SNOOPING_MODEL_NEW)
     judge = Judge(JudgeConfig(device="cpu", baselines=("eager",)))  # the session's cache
-    verdict = judge.evaluate(task, root)
+    with static_checks_skipped():
+        verdict = judge.evaluate(task, root)
     assert verdict.correct, verdict.error
     timing = verdict.flags["candidate_timing"]
     assert timing["runs"] >= judge.config.timed_runs and timing["rechecked_calls"] >= 2
@@ -106,37 +111,32 @@ def test_a_candidate_cannot_stall_the_round_trip_subtracted_from_its_time(tmp_pa
 
 EARLY_DONE_FORWARD = """
     def forward(self, x, gate):
-        kernels_ext.{first}(x, gate, self.gate_bias)
+        kernels_ext.early_done(x, gate, self.gate_bias)
         return kernels_ext.gated_naive(x, gate, self.gate_bias)
 """
 
 
-def test_work_after_an_early_done_is_charged_to_the_candidate(tmp_path):
-    """The exploit case answers "done" itself before computing and silences the runner's own;
-    here it then runs the slow naive kernel too (tens of ms), all after its "done". Its calls'
-    time from "done" to the reply, beyond the baselines', is added to its time: it is timed as
-    its honest twin (the same kernels, "done" left to the runner), not at a tenth of it."""
+def test_an_early_done_is_refused_before_any_call_is_timed(tmp_path):
+    """The exploit case answers "done" itself before computing, with the call's nonce read from
+    the runner's objects, which it finds with gc: refused statically (python_from_native) and,
+    behind that, at run time (the heap walk from the solution), so no call of it is timed. (The
+    judge's charge for time from "done" to the reply, what an early "done" would meet next, is
+    tested in tests/judge/test_roofline.py.)"""
+    from benchmarks.case_suite import static_checks_skipped
     from benchmarks.exploits import SUITE
 
     case = next(c for c in SUITE.load_cases(device="cpu") if c.name == "early_done_cpp")
-    roots = {}
-    for first in ("early_done", "gated"):
-        roots[first] = SUITE.write_solution(case, "cpu", tmp_path / first)
-        source = (roots[first] / "model_new.py").read_text()
-        forward = source[source.index("    def forward") :]
-        model_new = source.replace(forward, EARLY_DONE_FORWARD.format(first=first).lstrip("\n"))
-        (roots[first] / "model_new.py").write_text(model_new)
+    root = SUITE.write_solution(case, "cpu", tmp_path / "early_done")
+    source = (root / "model_new.py").read_text()
+    forward = source[source.index("    def forward") :]
+    (root / "model_new.py").write_text(source.replace(forward, EARLY_DONE_FORWARD.lstrip("\n")))
     judge = Judge(JudgeConfig(device="cpu", baselines=("eager",)))
     task = builtin_task(case.task).for_device("cpu")
-    times = {}
-    for first, root in roots.items():
+    assert "static:python_from_native" in judge.evaluate(task, root).violations[0]
+    with static_checks_skipped():
         verdict = judge.evaluate(task, root)
-        assert verdict.correct, verdict.error
-        times[first] = verdict.time_ms["candidate"]
-    # Uncharged, the early "done" is timed at about a tenth of its twin; charged, near 1x (0.52
-    # seen once beside the other test worker's judgements on 2 cores: the bound leaves room).
-    assert times["early_done"] > 0.35 * times["gated"], times
-    assert verdict.flags["finish_excess_ms"] < 0.2 * times["gated"]  # the twin's: no charge
+    assert verdict.verdict == "reject" and verdict.time_ms["candidate"] is None
+    assert "`gc.get_objects` raised by" in verdict.violations[0], verdict.violations
 
 
 def started_at(pid: str) -> float:
