@@ -1,5 +1,6 @@
 """The hardened judge on the CPU device: exploits are rejected for the right reason."""
 
+import contextlib
 import dataclasses
 import re
 
@@ -10,7 +11,7 @@ from cuda_gym.judge import Judge
 from cuda_gym.judge.verdict import violation_kind
 from cuda_gym.tasks import builtin_task, task_from_string
 from tests.conftest import TEST_JUDGE
-from tests.judge.exploit_kernels import SOURCE
+from tests.judge.exploit_kernels import PYTHON_SOURCE, SOURCE
 from tests.solutions import TASK_ID, model_new_calling
 
 pytestmark = pytest.mark.slow
@@ -26,9 +27,15 @@ def judge_for(**kwargs):
     return Judge(dataclasses.replace(TEST_JUDGE, **kwargs))
 
 
+# Kernels that reach Python's objects (PYTHON_SOURCE): refused statically, judged behind.
+PYTHON_FUNCTIONS = ("aten_fallback",)
+
+
 def exploit(tmp_path, function):
     (tmp_path / "kernels").mkdir(parents=True, exist_ok=True)
     (tmp_path / "kernels" / "exploits.cpp").write_text(SOURCE)
+    if function in PYTHON_FUNCTIONS:
+        (tmp_path / "kernels" / "python_access.cpp").write_text(PYTHON_SOURCE)
     (tmp_path / "model_new.py").write_text(model_new_calling(function))
     return tmp_path
 
@@ -74,7 +81,13 @@ def test_python_level_torch_fallback_is_refused(task, tmp_path):
     ],
 )
 def test_exploit_is_rejected_for_its_reason(task, tmp_path, function, reason):
-    verdict = judge_for().evaluate(task, exploit(tmp_path, function), timing=False)
+    from benchmarks.case_suite import static_checks_skipped
+
+    root = exploit(tmp_path, function)
+    if function in PYTHON_FUNCTIONS:
+        assert "python_from_native" in judge_for().evaluate(task, root).violations[0]
+    with static_checks_skipped() if function in PYTHON_FUNCTIONS else contextlib.nullcontext():
+        verdict = judge_for().evaluate(task, root, timing=False)
     assert verdict.verdict == "reject" and verdict.reward == -1
     assert reason in reasons(verdict), verdict.violations
 
