@@ -595,6 +595,7 @@ class _Origin:
     CODE_ATTRS = frozenset(
         {"__code__", "__globals__", "__closure__", "__defaults__", "__kwdefaults__"}
     )
+    WATCHED_ATTRS = FRAME_ATTRS | CODE_ATTRS
 
     def __init__(self, solution_dir: str) -> None:
         import site
@@ -665,9 +666,11 @@ class _Origin:
         """
         if self.reading:
             return ""  # (our own parse)
-        attribute = args[1] if event == "object.__getattr__" and len(args) >= 2 else None
-        if event == "object.__getattr__" and attribute not in self.FRAME_ATTRS | self.CODE_ATTRS:
-            return ""
+        attribute = None
+        if event == "object.__getattr__":  # (raised for every function's __code__ read)
+            attribute = args[1] if len(args) >= 2 else None
+            if attribute not in self.WATCHED_ATTRS:
+                return ""
         if self._untrusted(self._file(caller)):
             return self._where(caller)
         if event in self.DIRECT or attribute in self.CODE_ATTRS:

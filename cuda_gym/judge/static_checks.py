@@ -299,19 +299,30 @@ _MODULE_VARIABLE = re.compile(
 _REGISTRATION = re.compile(r"\b(\w+)\s*\(\s*(?:py|pybind11)\s*::\s*module_?\s*&")
 
 
-def _python_reach(text: str, registrations: frozenset = frozenset()) -> tuple[int, str] | None:
+def _first_match(scanned: list[str], pattern: re.Pattern) -> tuple[int, str] | None:
+    """(line number, matched text) of `pattern`'s first match in the scanned lines."""
+    for lineno, line in enumerate(scanned, 1):
+        match = pattern.search(line)
+        if match:
+            return lineno, match.group().strip()
+    return None
+
+
+def _python_reach(
+    text: str, scanned: list[str], registrations: frozenset = frozenset()
+) -> tuple[int, str] | None:
     """(line, what) of the first way a preprocessed C++ source reaches Python's objects.
 
-    registrations: functions of the sources that take a module (`f(py::module_& m)`).
+    scanned: its lines with their literals decoded (check_native_sources); registrations:
+    functions of the sources that take a module (`f(py::module_& m)`).
     """
 
     def line_of(pos: int) -> int:
         return text.count("\n", 0, pos) + 1
 
-    for lineno, line in enumerate(text.splitlines(), 1):
-        match = _PYTHON_API.search(line + " " + _decoded_literals(line))
-        if match:
-            return lineno, match.group().strip()
+    api = _first_match(scanned, _PYTHON_API)
+    if api:
+        return api
     code = _STRING_LITERAL.sub('""', text)  # (names in strings are the API's to refuse)
     for match in _PYBIND11_NAME.finditer(code):
         if match.group(1) not in PYBIND11_ALLOWED:
@@ -826,13 +837,14 @@ def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
     from cuda_gym.judge.native_checks import include_violations, preprocess
 
     found = []
+    texts = {name: preprocess(raw) for name, raw in sources.items()}
     registrations = frozenset(
-        m.group(1) for raw in sources.values() for m in _REGISTRATION.finditer(preprocess(raw))
+        m.group(1) for text in texts.values() for m in _REGISTRATION.finditer(text)
     )
-    for name, raw in sources.items():
-        text = preprocess(raw)
-        for lineno, line in enumerate(text.splitlines(), 1):
-            line += " " + _decoded_literals(line)  # (a token spelled in escapes: "\x50y...")
+    for name, text in texts.items():
+        # Each line with its C literals' escapes decoded beside it (a token spelled "\x50y...").
+        scanned = [line + " " + _decoded_literals(line) for line in text.splitlines()]
+        for lineno, line in enumerate(scanned, 1):
             word = _NATIVE_FORBIDDEN_WORDS.search(line) or _ASSEMBLER_FILES.search(line)
             token = next((t for t in NATIVE_FORBIDDEN_TOKENS if t in line), None) or (
                 word and word.group()
@@ -865,7 +877,7 @@ def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
                     )
                 )
                 break
-        reach = _python_reach(text, registrations)
+        reach = _python_reach(text, scanned, registrations)
         if reach:
             lineno, what = reach
             found.append(
@@ -875,18 +887,17 @@ def check_native_sources(sources: dict[str, str]) -> list[StaticViolation]:
                     f"`{what}` in {name} reaches Python's objects; {RULES['python_from_native']}",
                 )
             )
-        for lineno, line in enumerate(text.splitlines(), 1):
-            match = _KERNEL_COPIES.search(line + " " + _decoded_literals(line))
-            if match:
-                found.append(
-                    StaticViolation(
-                        "kernel_copies",
-                        lineno,
-                        f"`{match.group().strip()}` in {name} has the operating system move "
-                        f"data; {RULES['kernel_copies']}",
-                    )
+        copies = _first_match(scanned, _KERNEL_COPIES)
+        if copies:
+            lineno, what = copies
+            found.append(
+                StaticViolation(
+                    "kernel_copies",
+                    lineno,
+                    f"`{what}` in {name} has the operating system move data; "
+                    f"{RULES['kernel_copies']}",
                 )
-                break
+            )
         for lineno, message in include_violations(text, name, sources.keys())[:1]:
             found.append(StaticViolation("native_include", lineno, f"{name}: {message}"))
     return found
