@@ -45,6 +45,7 @@ import contextlib
 import functools
 import hashlib
 import importlib.util
+import math
 import os
 import random
 import re
@@ -419,6 +420,10 @@ class Attribution:
     # Python on its main thread only, and the solution may start no Python thread: this is
     # Python that native code of the solution's called from a thread of its own.
     python_off_main: int = 0
+    # After the first call, in calls after the runner's "done" (forward had returned): samples
+    # in the interpreter and in torch's Python bindings ("torch_python"), the runner's glue
+    # handing the outputs over, not forward's.
+    handover: Counter = field(default_factory=Counter)
 
     @property
     def total(self) -> int:
@@ -445,6 +450,7 @@ class Attribution:
         self.torch_runtime += other.torch_runtime
         self.torch_python += other.torch_python
         self.python_off_main += other.python_off_main
+        self.handover.update(other.handover)
 
     def summary(self) -> dict:
         """Counts by place, lost samples and the top bad names (the verdict's flag)."""
@@ -456,6 +462,8 @@ class Attribution:
             report["torch_python"] = self.torch_python
         if self.python_off_main:
             report["python_off_main"] = self.python_off_main
+        if self.handover:
+            report["python_after_done"] = dict(self.handover)
         report["in_dominated_calls"] = self.dominated
         report["calls"] = self.windows
         report["first_call"] = {p: self.first_call[p] for p in PLACES if self.first_call[p]}
@@ -586,6 +594,19 @@ class Attributor:
         """Whether the interpreter's samples are named by function: a data-movement task's."""
         return place == "interpreter" and self.moves_data and self.device == "cpu"
 
+    def _copy_in_forward(self, symbol: str | None) -> bool:
+        """Whether PyTorch's function `symbol`, run in forward, is a copy it may not run.
+
+        On a CPU task that only moves data the fallback ban refuses PyTorch's copies in
+        forward (`fallback.COPY_OPS`): a copy kernel sampled before the runner's "done" was
+        reached below the dispatcher (red-team round 31: copy_'s redispatch found in
+        libtorch's ELF image and called with a raw key set, which no ban sees). The runner's
+        own copy of the outputs into the driver's slots comes after "done".
+        """
+        if symbol is None or not self.moves_data or self.device != "cpu":
+            return False
+        return bool(_COPY_KERNEL.search(plain_name(symbol)))
+
     def _cuda_runtime(self, path: str, name: str) -> bool:
         """On a GPU, code whose host time is launching and waiting (a trusted tree's)."""
         if self.device != "cuda":
@@ -612,19 +633,22 @@ class Attributor:
         return hashlib.sha256(data).hexdigest() in self.own_hashes
 
     def attribute(
-        self, samples: Samples, windows: list[tuple[int, int]], since: int | None = None
+        self, samples: Samples, windows: list[tuple], since: int | None = None
     ) -> Attribution:
         """The samples that fall in `windows` ([start, end) CLOCK_MONOTONIC ns), by place.
 
-        With `since`, the samples from then on outside the windows (between forward's calls)
-        are counted apart, by place (`Attribution.between`).
+        A window may say when the runner said "done" (start, end, done): the samples before
+        it are forward's own time (where a task's copies are refused, PyTorch's copy kernels
+        there are foreign: `_copy_in_forward`). With `since`, the samples from then on outside
+        the windows (between forward's calls) are counted apart, by place
+        (`Attribution.between`).
         """
         out = Attribution(
             lost=samples.lost, lost_to_others=samples.lost_to_others, windows=len(windows)
         )
         if not windows:
             return out
-        windows = sorted(windows)
+        windows = sorted(windows, key=lambda w: w[0])
         starts = [w[0] for w in windows]
         maps = {pid: sorted(m, key=lambda x: x.start) for pid, m in samples.maps.items()}
         inside = []  # (ip, [(place, mapping)], window) of each sample in a window
@@ -642,18 +666,33 @@ class Attributor:
                 if m.start <= ip < m.end and ip != KERNEL_IP
             ]
             for place, m in found:
-                if (place == "torch" and not self.vendor) or self._moves_in_python(place):
+                if (place == "torch" and (not self.vendor or self.moves_data)) or (
+                    self._moves_in_python(place)
+                ):
                     address = virtual_address(m.path, ip - m.start + m.offset)
                     named.setdefault(m.path, set()).add(address)
-            inside.append((ip, found, k, tid != pid))
+            done = windows[k][2] if k >= 0 and len(windows[k]) > 2 else None
+            # (None: before "done", False: after it, True: in forward's own time)
+            in_forward = None if done is None else at < done
+            inside.append((ip, found, k, tid != pid, in_forward))
         names = {path: self.symbolizer.names(path, addresses) for path, addresses in named.items()}
         calls = [[0, 0] for _ in windows]  # [bad, total] of each window
         first = 0 if since is not None and windows[0][0] == since else None
         out.has_first_call = first is not None
-        for ip, found, k, off_main in inside:
-            place, name = ("kernel", "") if ip == KERNEL_IP else self._worst(ip, found, names)
+        for ip, found, k, off_main, in_forward in inside:
+            if ip == KERNEL_IP:
+                place, name = "kernel", ""
+            else:
+                place, name = self._worst(ip, found, names, bool(in_forward))
             if off_main and k != first and _in_python(place, found):
                 out.python_off_main += 1
+            if in_forward is False and k != first and not off_main:
+                if place == "interpreter":
+                    out.handover["interpreter"] += 1
+                elif place == "runtime" and any(
+                    Path(m.path).name.startswith("libtorch_python") for _, m in found
+                ):
+                    out.handover["torch_python"] += 1
             if k < 0:
                 out.between[place] += 1
                 continue
@@ -678,8 +717,13 @@ class Attributor:
         out.first_dominated = dominated[first] if first is not None else 0
         return out
 
-    def _worst(self, ip: int, found: list, names: dict) -> tuple[str, str]:
-        """The place and name of one sample; of two mappings seen at its address, the worse."""
+    def _worst(
+        self, ip: int, found: list, names: dict, in_forward: bool = False
+    ) -> tuple[str, str]:
+        """The place and name of one sample; of two mappings seen at its address, the worse.
+
+        in_forward: the sample was taken before the runner said "done" (forward's own time).
+        """
         if not found:
             return "foreign", "code in no mapped file"
         places = []
@@ -691,24 +735,32 @@ class Attributor:
                 if symbol is not None and _PYTHON_DATA_MOVEMENT.match(symbol):
                     place, name = "foreign", f"{name}'s {symbol}{_PYTHON_MOVING}"
             elif place == "torch":
-                if self.vendor:
+                address = virtual_address(m.path, ip - m.start + m.offset)
+                symbol = names.get(m.path, {}).get(address)
+                if in_forward and self._copy_in_forward(symbol):
+                    place, name = "foreign", f"{_COPY_IN_FORWARD}: {plain_name(symbol)}"
+                elif self.vendor:
                     place = "runtime"
+                elif symbol is None and any(lo <= address < hi for lo, hi in plt_ranges(m.path)):
+                    place, name = "runtime", f"{name} (PLT)"
+                elif symbol is None:
+                    place, name = "torch_compute", f"{name} (no symbol)"
                 else:
-                    address = virtual_address(m.path, ip - m.start + m.offset)
-                    symbol = names.get(m.path, {}).get(address)
-                    if symbol is None and any(lo <= address < hi for lo, hi in plt_ranges(m.path)):
-                        place, name = "runtime", f"{name} (PLT)"
-                    elif symbol is None:
-                        place, name = "torch_compute", f"{name} (no symbol)"
-                    else:
-                        place = "torch_compute" if is_torch_compute(symbol) else "runtime"
-                        name = symbol
+                    place = "torch_compute" if is_torch_compute(symbol) else "runtime"
+                    name = symbol
             places.append((place, name))
         # OpenMP's waits are set apart from every rule: never where another file's code was
         # seen too (code mapped where libgomp was, or libgomp's name mapped over other code)
         if any(place != "idle" for place, _ in places):
             places = [pn for pn in places if pn[0] != "idle"]
         return min(places, key=lambda pn: _SEVERITY[pn[0]])
+
+
+# PyTorch's copies (demangled names in libtorch_cpu): the copy kernels and their loops
+# (`...VectorizedLoop2d<at::native::AVX2::direct_copy_kernel...>`), copy_'s implementation
+# and dispatch, clone's; not a tensor's shallow copy (a view's metadata).
+_COPY_KERNEL = re.compile(r"(?<![A-Za-z])(?<!shallow_)_?copy(?:_\w*)?(?![A-Za-z])|\bclone\b")
+_COPY_IN_FORWARD = "PyTorch's copy inside forward, where the task refuses copies"
 
 
 # The interpreter's own loops over a sequence's items (extended slicing and slice assignment of
@@ -780,7 +832,7 @@ class CpuWatch:
             self.sampler = PerfSampler(pid, period_ns=period_ns, keep=keep)
         self.attributor = attributor
         self.total = Attribution()
-        self._windows: list[tuple[int, int]] = []
+        self._windows: list[tuple[int, int, int | None]] = []  # (start, end, "done")
         self._since: int | None = None  # the first call's start
         self.pid = pid
         self._accounts = attributor is not None and device == "cpu"
@@ -897,8 +949,13 @@ class CpuWatch:
             thread.join()
 
     @contextlib.contextmanager
-    def window(self, timed: bool = False):
-        """Count the samples taken while the block runs (one call of forward)."""
+    def window(self, timed: bool = False, done=None):
+        """Count the samples taken while the block runs (one call of forward).
+
+        done: called when the block ends, when the runner said "done" (forward returned;
+        CLOCK_MONOTONIC ns) or None: the samples before it are forward's, those after the
+        runner's steps that hand its outputs over (`Attributor.attribute`).
+        """
         read_at = time.monotonic_ns()
         before = tree_cpu_times(self.pid) if self._loaded_s is not None else None
         precise = before is not None and self.sampling == "per-cpu"
@@ -913,7 +970,7 @@ class CpuWatch:
                 yield
         finally:
             end = time.monotonic_ns()
-            self._windows.append((start, end))
+            self._windows.append((start, end, done() if done is not None else None))
             if not timed:
                 self._durations.append((end - start) / 1e9)
             if timed:
@@ -1074,11 +1131,15 @@ def remapped_code(images: dict) -> set[str]:
     return found
 
 
+def plain_name(symbol: str) -> str:
+    """A symbol demangled, without the compiler's "[clone .isra.0]"-style suffixes."""
+    return re.sub(r"\s*\[clone [^\]]*\]", "", demangle(_GCC_SUFFIX.sub("", symbol)))
+
+
 @functools.lru_cache(maxsize=4096)
 def is_torch_compute(symbol: str) -> bool:
     """Whether a libtorch_cpu symbol (mangled or not) is one of PyTorch's compute kernels."""
-    # (without the compiler's "[clone .isra.0]"-style suffixes: "clone" is an allowed op)
-    name = re.sub(r"\s*\[clone [^\]]*\]", "", demangle(_GCC_SUFFIX.sub("", symbol)))
+    name = plain_name(symbol)  # (without "[clone .isra.0]": "clone" is an allowed op)
     if name.startswith("_Z"):  # c++filt could not demangle it: read the mangled name
         return bool(_MANGLED_COMPUTE.search(name)) and not _mangled_allowed(name)
     if "::" not in name and "(" not in name:  # a C symbol: a vendor library's
@@ -1230,7 +1291,10 @@ def assess(
             )
         )
     # The first call aside: one-time work of forward's (a table built lazily in Python) is there.
+    # (not the runner's after "done", handing the outputs over: red-team round 31's honest
+    # transpose was rejected at ~2.9 ms a call with it, on a host at load 5)
     python = attribution.counts["interpreter"] - first["interpreter"]
+    python -= attribution.handover["interpreter"]
     calls = attribution.windows - attribution.has_first_call
     own_ms = own_after * PERIOD_NS / 1e6 / max(1, calls)
     python_ms = PY_MS_PER_CALL
@@ -1238,7 +1302,7 @@ def assess(
     if moves_on_cpu:
         # Python moving the task's data: its interpreter and torch's bindings (a view's
         # `tolist` reached from C++: red-team round 25) together, against a smaller budget.
-        python += attribution.torch_python
+        python += attribution.torch_python - attribution.handover["torch_python"]
     if device == "cpu":
         # A Python loop around many calls of its own functions may take more, but no more than
         # those calls' own work: empty calls of its own (the count comes from one call, which
@@ -1252,9 +1316,12 @@ def assess(
         python_ms = max(PY_MOVES_MS_PER_CALL if moves_on_cpu else PY_MS_PER_CALL, allowance)
     per_call_ms = python * PERIOD_NS / 1e6 / max(1, calls)
     # On a GPU also most of the time after the first call (the CUDA libraries' launches run
-    # beside forward's Python); on the CPU the time per call alone.
+    # beside forward's Python); on the CPU the time per call alone, as its samples show it at
+    # the least (`_at_least`: an honest time loop read 20.9 ms of Python a call against its
+    # 20.9 ms from 49 samples in a census of 5 calls, two judgements on the 2-core VM).
     shared = device == "cpu" or python >= PY_SHARE * after_first
-    if python >= PY_MIN_SAMPLES and shared and per_call_ms >= python_ms:
+    python_low_ms = _at_least(python) * PERIOD_NS / 1e6 / max(1, calls)
+    if python >= PY_MIN_SAMPLES and shared and python_low_ms >= python_ms:
         found.append(
             format_violation(
                 ViolationKind.FOREIGN_KERNELS,
@@ -1266,7 +1333,10 @@ def assess(
             )
         )
     glue_ms = max(HOST_MS_PER_CALL, HOST_MS_PER_OWN_CALL * own_calls)
-    if device == "cuda" and own_after >= HOST_MIN_SAMPLES and own_ms >= glue_ms:
+    # (as the samples show it at the least: an honest time loop of 1,024 launches a call, 26
+    # samples in a census of 5 calls on a busy H100, read 11.1 ms against its 10.24 ms)
+    own_low_ms = _at_least(own_after) * PERIOD_NS / 1e6 / max(1, calls)
+    if device == "cuda" and own_after >= HOST_MIN_SAMPLES and own_low_ms >= glue_ms:
         found.append(
             format_violation(
                 ViolationKind.NO_OWN_KERNEL,
@@ -1294,6 +1364,15 @@ def assess(
             )
         )
     return found
+
+
+def _at_least(samples: int) -> float:
+    """The fewest samples a time sampled as `samples` could well have given: two sigmas below.
+
+    A sample count is uncertain by its square root, and a census is often a few calls: a
+    per-call time compared with a budget is compared as the samples show it at the least.
+    """
+    return max(0.0, samples - 2 * math.sqrt(samples))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -209,7 +209,7 @@ class Served:
         """Where the CPU watch (if any) counts samples: the calls that run forward."""
         if self.watch is None or not forward:
             return contextlib.nullcontext()
-        return self.watch.window(timed)
+        return self.watch.window(timed, done=lambda: self.link.done_ns)
 
     def typical_call_s(self) -> float | None:
         """Seconds of an untimed call past the first; None before the second.

@@ -15,6 +15,7 @@ import os
 import secrets
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -36,6 +37,11 @@ RUNNER_PATH = Path(__file__).with_name("runner.py")
 MAX_MESSAGE_BYTES = 1 << 20
 SOCKET_BUFFER_BYTES = 4 << 20
 LOG_TAIL_CHARS = 1500
+# The kernel stamps each message the runner sends with the moment of its send (SO_TIMESTAMPNS,
+# CLOCK_REALTIME; Linux's value, which Python 3.11's socket module does not name): the driver
+# learns when the runner said "done" however late it is scheduled to read it.
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+_STAMP_SPACE = socket.CMSG_SPACE(16)
 
 
 # One string hash in every candidate process: an extension named after hash(source) must get
@@ -215,6 +221,14 @@ class RunnerLink:
         for sock in (ours, theirs):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
         self.sock = ours
+        try:
+            ours.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        except OSError:
+            pass  # no stamps: a message's time is when the driver read it
+        # CLOCK_MONOTONIC ns: when the last message received was sent, and a call's "done"
+        # (`timed_call`; None where the call said none)
+        self.stamp_ns = 0
+        self.done_ns: int | None = None
         argv = runner_command(str(theirs.fileno()))
         env = runner_env_for(env)
         self.log_fd = open_log(work_dir / "runner.log")
@@ -271,7 +285,7 @@ class RunnerLink:
         self.sock.settimeout(limit_s if per_request else left)
         try:
             if data is None:
-                data = self.sock.recv(MAX_MESSAGE_BYTES)
+                data = self._recv()
         except TimeoutError:
             self.spent_s += time.monotonic() - start
             raise self._timed_out(limit_s if per_request else None) from None
@@ -294,7 +308,7 @@ class RunnerLink:
         try:
             while time.perf_counter() < deadline:
                 try:
-                    return self.sock.recv(MAX_MESSAGE_BYTES)
+                    return self._recv()
                 except BlockingIOError:
                     pass
                 except OSError:
@@ -302,6 +316,21 @@ class RunnerLink:
         finally:
             self.sock.setblocking(True)
         return None
+
+    def _recv(self) -> bytes:
+        """One message; `stamp_ns` is set to when it was sent (its receipt if unstamped)."""
+        data, ancillary, _, _ = self.sock.recvmsg(MAX_MESSAGE_BYTES, _STAMP_SPACE)
+        now = time.monotonic_ns()
+        self.stamp_ns = now
+        for level, kind, value in ancillary:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(value) >= 16:
+                seconds, nanoseconds = struct.unpack_from("qq", value)
+                before = time.monotonic_ns()  # (the two clocks read as close together as can be)
+                offset = time.clock_gettime_ns(time.CLOCK_REALTIME)
+                offset -= (before + time.monotonic_ns()) // 2
+                # (never later than its receipt: a clock set back in between)
+                self.stamp_ns = min(now, seconds * 1_000_000_000 + nanoseconds - offset)
+        return data
 
     def wait_started(self, limit_s: float | None = None) -> None:
         """Wait until the runner has imported torch (host work, before any device work)."""
@@ -337,13 +366,16 @@ class RunnerLink:
 
         A call whose forward returned is answered "done" first (right after forward and the
         runner's synchronisation), then with its CallReply; a failed one, or any other kind,
-        with the CallReply alone (its "done" time is then the reply's).
+        with the CallReply alone (its "done" time is then the reply's). `done_ns`: when the
+        runner sent its "done" (the kernel's stamp, CLOCK_MONOTONIC), None without one.
         """
         # "done" must repeat this call's nonce, which the runner learns only from the call: a
         # "done" sent ahead (queued before the call, to stop the clock before the work) cannot.
         nonce = secrets.randbits(62)
         data = self._encode({**message, "nonce": nonce})
         self._refuse_unasked()
+        self.done_ns = None
+        sent_ns = time.monotonic_ns()
         start = self.sent_at = time.perf_counter()
         self._send(data, fds)
         data = self.receive(limit_s)
@@ -351,6 +383,7 @@ class RunnerLink:
         if isinstance(data, dict) and data.get("done") is True:
             if data != {"call_id": message["call_id"], "done": True, "nonce": nonce}:
                 raise self._failed('sent a "done" that is not this call\'s')
+            self.done_ns = max(sent_ns, self.stamp_ns)
             data = self.receive(limit_s)
         end = time.perf_counter()
         reply = self._decode(CallReply, data)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from cuda_gym.judge import runner
+from cuda_gym.judge import runner, untrusted
 from cuda_gym.judge.untrusted import RunnerFailed, RunnerLink
 
 
@@ -107,6 +107,25 @@ def _answer(theirs, done) -> threading.Thread:
     return thread
 
 
+def test_a_message_is_dated_by_its_send_not_by_its_reading(tmp_path):
+    # The CPU watch splits a call at the runner's "done": a driver scheduled late (a busy
+    # host) must not move the runner's steps after "done" into forward's time.
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours.setsockopt(socket.SOL_SOCKET, untrusted.SO_TIMESTAMPNS, 1)
+    link = _fake_link(tmp_path, ours)
+    try:
+        before = time.monotonic_ns()
+        theirs.send(json.dumps({"call_id": 1}).encode())
+        sent = time.monotonic_ns()
+        time.sleep(0.1)
+        assert link.receive(1.0) == {"call_id": 1}
+        assert before - 1_000_000 <= link.stamp_ns <= sent + 1_000_000  # (clocks read apart)
+        assert time.monotonic_ns() - link.stamp_ns >= 100_000_000
+    finally:
+        ours.close()
+        theirs.close()
+
+
 def test_a_done_must_repeat_the_calls_nonce(tmp_path):
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     link = _fake_link(tmp_path, ours)
@@ -116,7 +135,11 @@ def test_a_done_must_repeat_the_calls_nonce(tmp_path):
         )
         reply, _, _ = link.timed_call({"call_id": 1, "kind": "call"})
         honest.join()
-        assert reply.call_id == 1
+        assert reply.call_id == 1 and link.done_ns is not None
+        silent = _answer(theirs, lambda r: None)  # (a failed call: its reply alone)
+        link.timed_call({"call_id": 9, "kind": "call"})
+        silent.join()
+        assert link.done_ns is None
         guessed = _answer(theirs, lambda r: {"call_id": r["call_id"], "done": True, "nonce": 7})
         with pytest.raises(RunnerFailed, match='"done" that is not this call'):
             link.timed_call({"call_id": 2, "kind": "call"})
