@@ -248,7 +248,9 @@ _NATIVE_FORBIDDEN_WORDS = re.compile(
     r"\b(?:findOp|findSchema|findSchemaOrThrow)\b|\w*(?:\wDispatchMode|DispatchMode\w)\w*"
     r"|::\s*import\s*\("  # (pybind11's module import, spaced: `module_::import ("numpy")`)
     # A library function's address (where an image walk starts), and the ELF headers.
-    r"|(?:^|[=(),;:{}?\[]|\breturn)\s*&\s*(?:(?:::\s*)?(?:at|torch|c10|caffe2)\s*::|_?Py[A-Z]\w*)"
+    # (not a bitwise and with a constant: `(flags) & at::kX`)
+    r"|(?:^|[=(),;:{}?\[]|\breturn)\s*&\s*(?:(?:::\s*)?(?:at|torch|c10|caffe2)\s*::(?!\s*k[A-Z])"
+    r"|_?Py[A-Z]\w*)"
     r"|#\s*include\s*<(?:elf|link|sys/auxv)\.h>"
 )
 
@@ -264,7 +266,7 @@ _PYTHON_API = re.compile(
     r"|MethodDef|MemberDef|GetSetDef|CFunction|Capsule)"  # its types (toPyObject, PyObjectSlot)
     r"|\bPy_TYPE\b|\bob_(?:type|refcnt|base)\b|\b_PyRuntime\b|\b_(?:object|typeobject)\b"
     r"|\btp_(?:getattr|setattr|call|dict|subclasses|descr_|init|new|iter|members|base|weaklist)\w*"
-    r"|\bTHP\w*|pyobj|\btorch::(?:python|jit)\b"  # libtorch_python's objects of tensors
+    r"|\bTHP\w*|(?<![A-Za-z])pyobj|\btorch::(?:python|jit)\b"  # libtorch_python's
     r"|\b(?:get|set|has|del)attr\s*\(|\bglobals\s*\(|\bget_internals\b|\bget_\w*type_info\b"
 )
 # The pybind11 names binding code needs; any other (py::object, py::detail::..., py::type) holds
@@ -294,7 +296,7 @@ _PYBIND11_DISGUISED = re.compile(
 # submodules and attributes are Python's; `decltype(m)` would make any module an argument).
 _MODULE_VARIABLE = re.compile(
     r"PYBIND11_MODULE\s*\(\s*\w+\s*,\s*(\w+)\s*\)\s*\{"
-    r"|\b(?:py|pybind11)\s*::\s*module_?\s*&?\s*(\w+)\s*\)\s*\{"
+    r"|\b(?:py|pybind11)\s*::\s*module_?\s*&?\s*(\w+)\s*(?:,[^(){};]*)?\)\s*\{"
 )
 _REGISTRATION = re.compile(r"\b(\w+)\s*\(\s*(?:py|pybind11)\s*::\s*module_?\s*&")
 
@@ -343,8 +345,9 @@ def _python_reach(
             after = body[use.end() : use.end() + 40]
             if re.match(r"\s*\.\s*(?:def\s*\(|doc\s*\(\s*\))", after):
                 continue
-            call = re.search(r"(\w+)\s*\(\s*$", body[max(0, use.start() - 80) : use.start()])
-            if call and call.group(1) in registrations and re.match(r"\s*\)", after):
+            # an argument of a registration function (`register_ops(m, "prefix")`)
+            call = re.search(r"(\w+)\s*\([^(){};]*$", body[max(0, use.start() - 120) : use.start()])
+            if call and call.group(1) in registrations and re.match(r"\s*[,)]", after):
                 continue
             return line_of(body_start + use.start()), f"{name} (other than {name}.def(...))"
     return None

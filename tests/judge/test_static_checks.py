@@ -1175,6 +1175,20 @@ def test_native_sources_may_not_reach_the_builtins_or_hide_tokens_in_escapes(lin
             "int k(int m) { return m * 2; }",
             None,
         ),
+        (
+            'void reg(py::module_& m, const char* prefix) {\n  m.def("g", &g);\n}\n'
+            'PYBIND11_MODULE(n, m) {\n  reg(m, "ops");\n}',
+            None,
+        ),
+        (
+            "void reg(py::module_& m, int k) {\n  auto s = m;\n}\n"
+            "PYBIND11_MODULE(n, m) { reg(m, 1); }",
+            "python_from_native",
+        ),
+        ('PYBIND11_MODULE(n, m) {\n  other(m, "ops");\n}', "python_from_native"),
+        ("bool fast = (flags & kAligned) != 0 && (t.dtype() == at::kFloat) & ok;", None),
+        ("int copyobj = 0; auto* p = x->pyobj_slot();", "python_from_native"),
+        ("int copyobj = 0; int mypyobject_count = 1;", None),
         ("#include <pybind11/stl.h>", None),
         ("ssize_t n = writev(fds[1], iov, count);", "kernel_copies"),  # (round 29's transpose)
         ("splice(a, nullptr, b, nullptr, n, 0);", "kernel_copies"),
