@@ -571,6 +571,7 @@ class Driver:
         self.result.cpu_time["sampling"] = served.watch.sampling
         if served.watch.outside_s is not None:
             self.result.cpu_time["outside_calls_cpu_s"] = round(served.watch.outside_s, 3)
+            self.result.cpu_time["openmp_waits_s"] = round(served.watch.openmp_waits_s, 3)
         if served.watch.unsampled_s is not None:
             # forward's CPU time (/proc: user mode, and all), the part no sample saw (user mode
             # per thread, all per CPU) and the mean time a sample stood for

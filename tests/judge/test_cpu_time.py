@@ -915,6 +915,40 @@ def test_per_cpu_samples_lost_in_rings_the_runner_filled_are_unseen(monkeypatch,
         assert any("saw none of it" in v for v in found)
 
 
+# Answers each command at once; "burn" first spins 1.3 s of CPU (outside any call of forward).
+BURNING_CHILD = """
+import sys, time
+print("ready", flush=True)
+for line in sys.stdin:
+    if line.strip() == "burn":
+        end = time.process_time() + 1.3
+        while time.process_time() < end:
+            pass
+    print("done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("calls", [3, 200])
+def test_cpu_time_outside_the_calls_is_async_work_less_openmps_waits(monkeypatch, calls):
+    from cuda_gym.judge.config import CPU_SAMPLING_ENV
+
+    monkeypatch.setenv(CPU_SAMPLING_ENV, "per-cpu")
+    who = Attributor(writable=("/nonexistent-scratch",))
+    with watched_child(BURNING_CHILD, who, per_cpu=True) as (child, watch):
+        watch.loaded()
+        for _ in range(calls):
+            with watch.window():
+                tell(child)
+        tell(child, "burn")
+        # As if OpenMP's workers had been sampled waiting between the calls for 0.5 s: excused
+        # up to 10 ms a call (libgomp spins after each parallel region before it sleeps).
+        watch.total.between["idle"] += int(0.5 / (PERIOD_NS / 1e9))
+        found = [v for v in watch.check() if "outside forward's calls" in v]  # (/proc's)
+    assert watch.outside_s >= 1.2
+    assert watch.openmp_waits_s == pytest.approx(min(0.5, 0.01 * calls), rel=0.1)
+    assert bool(found) is (calls == 3), found
+
+
 def test_a_baselines_runner_is_sampled_as_a_solutions_is_keeping_nothing(monkeypatch):
     from cuda_gym.judge.config import CPU_SAMPLING_ENV
 
