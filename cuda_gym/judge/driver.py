@@ -597,8 +597,13 @@ class Driver:
             return req.call_time_floor_s
         return max(req.call_time_floor_s, req.call_time_factor * self.reference_s)
 
-    def _reference(self, inputs: list, fseed: int) -> tuple[list, list | None, list | None]:
-        """The reference's outputs, its float64 outputs, and strict mode's error scales."""
+    def _reference(
+        self, inputs: list, fseed: int, exact: bool = True
+    ) -> tuple[list, list | None, list | None]:
+        """The reference's outputs, its float64 outputs, and strict mode's error scales.
+
+        exact: also the float64 outputs and scales (a baseline needs only the outputs).
+        """
         seed_forward(fseed)
         cloned = _clone(inputs)
         self._sync()
@@ -609,7 +614,7 @@ class Driver:
         self.reference_s = took if self.reference_s is None else min(self.reference_s, took)
         del cloned
         exp64 = scales = None
-        if self.model64 is not None:
+        if self.model64 is not None and exact:
             seed_forward(fseed)
             exp64 = roles.as_list(self.model64(*_to_double(inputs)))
             if self.req.strict_units:  # fp32 arithmetic's bound (judge/contract.py)
@@ -985,19 +990,38 @@ class Driver:
         )
 
     def _baselines(self, names: list[str] | None = None) -> None:
-        """Time baselines (default: the request's) through runners serving the task's Model."""
+        """Time baselines (default: the request's) through runners serving the task's Model.
+
+        Each runner's first call (torch.compile compiles there: host work of seconds) runs
+        outside the gate, so that no timer waits for it, and the timing follows from there,
+        alone, without taking the shared hold back in between (behind every timer queued by
+        then: seconds a baseline, on a busy GPU).
+        """
         for name in self.req.baselines if names is None else names:
             served = self._serve_baseline(name)
             if served is None:
                 continue
             try:
-                with roles.alone(self.rep, f"baseline:{name}"):
-                    self._time_baseline(name, served)
+                with roles.off_device(self.rep, f"baseline:{name}"):
+                    if self._first_call(name, served):
+                        with roles.alone(self.rep, f"baseline:{name}"):
+                            self._time_baseline(name, served)
             finally:
                 served.close()
 
+    def _first_call(self, name: str, served: Served) -> bool:
+        """Make a served baseline's first call; whether it answered (else: its error)."""
+        seed = secrets.randbits(62)
+        inputs = make_inputs(self.task, seed, self.device, "as_is")
+        try:
+            served.call(inputs, served.expected, forward_seed(seed))
+        except (CandidateFailed, RunnerFailed) as exc:
+            self.result.baselines[name] = BaselineResult(error=str(exc)[:2000])
+            return False
+        return True
+
     def _serve_baseline(self, name: str) -> Served | None:
-        """A runner serving the task's own Model as baseline `name`, past its first call.
+        """A runner serving the task's own Model as baseline `name`, its first call to make.
 
         None when it could not start (the error is the baseline's result).
         """
@@ -1020,18 +1044,11 @@ class Driver:
         except (CandidateFailed, RunnerFailed) as exc:
             self.result.baselines[name] = BaselineResult(error=str(exc)[:2000])
             return None
+        roles.make_way(self.rep, self.device)  # (between the load and the reference pass)
         seed = secrets.randbits(62)
         inputs = make_inputs(self.task, seed, self.device, "as_is")
-        served.expected, _, _ = self._reference(inputs, forward_seed(seed))
-        try:
-            # torch.compile compiles at the first call: host work of seconds, outside the
-            # gate, so that no timer waits for it (the call's GPU work is one reference pass).
-            with roles.off_device(self.rep, f"baseline:{name}"):
-                served.call(inputs, served.expected, forward_seed(seed))
-        except (CandidateFailed, RunnerFailed) as exc:
-            self.result.baselines[name] = BaselineResult(error=str(exc)[:2000])
-            served.close()
-            return None
+        # (the outputs' shapes and dtypes for the call's slots: no float64 pass)
+        served.expected, _, _ = self._reference(inputs, forward_seed(seed), exact=False)
         return served
 
     def _time_baseline(self, name: str, served: Served) -> None:

@@ -809,7 +809,10 @@ def _without_main_block(tree: ast.Module) -> ast.Module:
 
 
 def compiles_at_first_call(source: str) -> bool:
-    """Whether model_new.py imports triton, whose kernels compile (and autotune) at first call."""
+    """Whether model_new.py imports triton or cupy, whose kernels compile at their first call.
+
+    (Triton's also autotune there; CuPy's RawKernel and ElementwiseKernel compile with NVRTC.)
+    """
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -821,7 +824,7 @@ def compiles_at_first_call(source: str) -> bool:
             names = [node.module or ""]
         else:
             continue
-        if any(name.split(".")[0] == "triton" for name in names):
+        if any(name.split(".")[0] in ("triton", "cupy") for name in names):
             return True
     return False
 

@@ -100,8 +100,8 @@ def test_the_fastest_empty_call_is_subtracted_as_a_busy_host_only_slows_them():
     assert all(m["kind"] == "null" and m["banned"] is True for m in link.messages)
 
 
-def test_a_first_call_on_the_cpu_gets_less_extra_time_than_on_a_gpu():
+def test_a_first_call_that_compiles_nothing_gets_a_few_seconds_more_on_either_device():
     from cuda_gym.judge.config import first_call_extra_s
 
-    assert first_call_extra_s("cuda") == FIRST_CALL_EXTRA_S
-    assert 1.0 <= first_call_extra_s("cpu") < FIRST_CALL_EXTRA_S
+    # (a profiled call still gets FIRST_CALL_EXTRA_S: the profiler's start)
+    assert 1.0 <= first_call_extra_s("cpu") <= first_call_extra_s("cuda") < FIRST_CALL_EXTRA_S

@@ -706,6 +706,7 @@ def test_triton_solutions_are_known_to_compile_at_their_first_call():
     assert compiles_at_first_call("import torch\nimport triton\nimport triton.language as tl\n")
     assert compiles_at_first_call("from triton import language as tl\n")
     assert compiles_at_first_call("def f():\n    import triton.language\n")
+    assert compiles_at_first_call("import cupy as cp\n")  # (RawKernel: NVRTC at first call)
     assert not compiles_at_first_call("import torch\nfrom torch.utils.cpp_extension import load\n")
     assert not compiles_at_first_call("from .triton import x\n")
     assert not compiles_at_first_call("import triton_helpers\n")

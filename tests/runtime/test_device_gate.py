@@ -159,6 +159,35 @@ def test_outside_lets_a_timer_in_and_takes_the_shared_hold_back(tmp_path):
     gate.close()
 
 
+def test_from_outside_a_worker_goes_to_time_alone_without_the_shared_hold_between(
+    tmp_path, monkeypatch
+):
+    # A baseline's first call (torch.compile's compile) runs outside; its timing follows
+    # straight from there (cuda_gym.judge.driver.Driver._baselines).
+    trace = tmp_path / "trace.txt"
+    monkeypatch.setenv("CUDA_GYM_GATE_TRACE", str(trace))
+    gate = DeviceGate("dev", tmp_path)
+    with gate.shared():
+        with gate.outside():
+            with gate.exclusive():
+                assert gate.held == "exclusive"
+            assert gate.held is None
+        assert gate.held == "shared"
+    gate.close()
+    events = [line.split()[2] for line in trace.read_text().splitlines()]
+    assert events == [
+        "want_shared",
+        "shared",
+        "out",  # in, then outside
+        "want_exclusive",
+        "exclusive",
+        "out",  # alone from outside
+        "want_shared",
+        "shared",
+        "out",  # back in, then done
+    ]
+
+
 def test_make_way_lets_a_waiting_timer_time_between_two_steps(tmp_path):
     gate = DeviceGate("dev", tmp_path)
     with gate.shared():
