@@ -677,7 +677,7 @@ class Attributor:
                     address = virtual_address(m.path, ip - m.start + m.offset)
                     named.setdefault(m.path, set()).add(address)
             done = windows[k][2] if k >= 0 and len(windows[k]) > 2 else None
-            # (None: before "done", False: after it, True: in forward's own time)
+            # (True: before "done", forward's own time; False: after it; None: none known)
             in_forward = None if done is None else at < done
             inside.append((ip, found, k, tid != pid, in_forward))
         names = {path: self.symbolizer.names(path, addresses) for path, addresses in named.items()}
