@@ -603,10 +603,11 @@ class Attributor:
         """Whether PyTorch's function `symbol`, run in forward, is a copy it may not run.
 
         On a CPU task that only moves data the fallback ban refuses PyTorch's copies in
-        forward (`fallback.COPY_OPS`): a copy kernel sampled before the runner's "done" was
-        reached below the dispatcher (red-team round 31: copy_'s redispatch found in
-        libtorch's ELF image and called with a raw key set, which no ban sees). The runner's
-        own copy of the outputs into the driver's slots comes after "done".
+        forward (`fallback.COPY_OPS`): a copy kernel sampled in a call was reached below the
+        dispatcher (red-team round 31: copy_'s redispatch found in libtorch's ELF image and
+        called with a raw key set, which no ban sees), before the runner's "done" or after it
+        (a thread of the solution's copying while the runner hands the outputs over: the
+        runner copies them into the driver's slots with libc's memmove on the CPU).
         """
         if symbol is None or not self.moves_data or self.device != "cpu":
             return False
@@ -643,9 +644,10 @@ class Attributor:
         """The samples that fall in `windows` ([start, end) CLOCK_MONOTONIC ns), by place.
 
         A window may say when the runner said "done" (start, end, done): the samples before
-        it are forward's own time (where a task's copies are refused, PyTorch's copy kernels
-        there are foreign: `_copy_in_forward`). With `since`, the samples from then on outside
-        the windows (between forward's calls) are counted apart, by place
+        it are forward's own time, the Python after it the runner's (`Attribution.handover`),
+        and where a task's copies are refused PyTorch's copy kernels anywhere in such a call
+        are foreign (`_copy_in_forward`). With `since`, the samples from then on outside the
+        windows (between forward's calls) are counted apart, by place
         (`Attribution.between`).
         """
         out = Attribution(
@@ -688,7 +690,7 @@ class Attributor:
             if ip == KERNEL_IP:
                 place, name = "kernel", ""
             else:
-                place, name = self._worst(ip, found, names, bool(in_forward))
+                place, name = self._worst(ip, found, names, in_forward is not None)
             if off_main and k != first and _in_python(place, found):
                 out.python_off_main += 1
             if in_forward is False and k != first and not off_main:
@@ -723,11 +725,12 @@ class Attributor:
         return out
 
     def _worst(
-        self, ip: int, found: list, names: dict, in_forward: bool = False
+        self, ip: int, found: list, names: dict, answered: bool = False
     ) -> tuple[str, str]:
         """The place and name of one sample; of two mappings seen at its address, the worse.
 
-        in_forward: the sample was taken before the runner said "done" (forward's own time).
+        answered: the sample was taken in a call of forward that said "done" (a call: not a
+        profiled one, nor one that failed).
         """
         if not found:
             return "foreign", "code in no mapped file"
@@ -742,7 +745,7 @@ class Attributor:
             elif place == "torch":
                 address = virtual_address(m.path, ip - m.start + m.offset)
                 symbol = names.get(m.path, {}).get(address)
-                if in_forward and self._copy_in_forward(symbol):
+                if answered and self._copy_in_forward(symbol):
                     place, name = "foreign", f"{_COPY_IN_FORWARD}: {plain_name(symbol)}"
                 elif self.vendor:
                     place = "runtime"
@@ -765,7 +768,7 @@ class Attributor:
 # (`...VectorizedLoop2d<at::native::AVX2::direct_copy_kernel...>`), copy_'s implementation
 # and dispatch, clone's; not a tensor's shallow copy (a view's metadata).
 _COPY_KERNEL = re.compile(r"(?<![A-Za-z])(?<!shallow_)_?copy(?:_\w*)?(?![A-Za-z])|\bclone\b")
-_COPY_IN_FORWARD = "PyTorch's copy inside forward, where the task refuses copies"
+_COPY_IN_FORWARD = "PyTorch's copy in a call of forward, where the task refuses copies"
 
 
 # The interpreter's own loops over a sequence's items (extended slicing and slice assignment of

@@ -1137,6 +1137,22 @@ def _outputs_of(out) -> list:
     return [out]
 
 
+# (taken when the runner is imported, before any code of the solution's: what it calls cannot
+# be replaced through the ctypes module)
+_MEMMOVE = ctypes.memmove
+
+
+def _dense_plain(torch, t) -> bool:
+    """Whether tensor `t`'s values are its memory's bytes in row-major order (no lazy bits)."""
+    return (
+        t.layout == torch.strided
+        and t.is_contiguous()
+        and not t.is_conj()
+        and not t.is_neg()
+        and not t.is_quantized
+    )
+
+
 def _plain(value) -> bool:
     return value is None or type(value) in (bool, int, float)
 
@@ -1706,12 +1722,19 @@ class Runner:
                 )
             if o.device.type != self.device:
                 return values, f"output {k} is on {o.device}, not on {self.device}"
-            if o.numel():
-                self._allow_copy(slot)
-                try:
-                    slot.copy_(o)
-                finally:
-                    self._allow_copy(None)
+            if not o.numel():
+                continue
+            if self.device == "cpu" and _dense_plain(torch, o):
+                # By libc's memmove, not PyTorch's copy kernel: on a task that only moves data
+                # any copy kernel sampled in a call is then the solution's (judge/cpu_time.py),
+                # after "done" too (a thread of its own copying while this hands over).
+                _MEMMOVE(slot.data_ptr(), o.data_ptr(), o.nbytes)
+                continue
+            self._allow_copy(slot)
+            try:
+                slot.copy_(o)
+            finally:
+                self._allow_copy(None)
         return values, None
 
     def profile(self, args: list, runs: int) -> list:
