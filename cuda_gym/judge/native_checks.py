@@ -54,6 +54,14 @@ _BELOW_DISPATCHER = re.compile(
     r"|\bat::(?:enableRecordFunction|clearCallbacks|clearThreadLocalCallbacks|clearGlobalCallbacks"
     r"|removeCallback|disableCallback|reenableCallback|set_record_function_tls_"
     r"|get_record_function_tls_)\b"
+    # ... or a callback of the solution's own added, which runs inside the runner's ops
+    # (red-team round 32: it re-strided the output inside the runner's copy into its slot).
+    r"|\bat::(?:addGlobalCallback|addThreadLocalCallback)\b"
+    # A tensor's metadata rewritten below the dispatcher (sizes, strides, storage, the lazy
+    # conjugate and negative bits: an op no ban sees).
+    r"|\bc10::TensorImpl::(?:set_sizes_and_strides|set_sizes_contiguous|set_storage_offset"
+    r"|set_storage_keep_dtype|set_storage_and_dtype|_set_neg|_set_conj|shallow_copy_from"
+    r"|empty_tensor_restride)\b"
 )
 # Whether ATen's calls are observed (a profiler's RecordFunction callbacks, CUPTI, Kineto): on a
 # GPU the driver's profile of the solution's kernels is taken in its process, and a solution

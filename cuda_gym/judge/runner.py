@@ -874,6 +874,10 @@ class _MainThread:
             torch._C._dispatch_tls_is_dispatch_key_included,
             torch._C.DispatchKey.PythonDispatcher,
         )
+        self.function_stack = (
+            torch._C._len_torch_function_stack,
+            torch._C._pop_torch_function_stack,
+        )
         for name in self.PYTHON_DISPATCHER:
             if hasattr(torch._C, name):
                 setattr(torch._C, name, self._skipper(f"the Python dispatcher (torch._C.{name})"))
@@ -988,6 +992,14 @@ class _MainThread:
             self._violation("a dispatch mode of the solution's left on the runner's thread")
         if included(key):
             self._violation("the Python dispatcher switched on")
+        # A torch function mode left on: every op of the runner's own steps (handing the
+        # outputs over) would run its Python (red-team round 32: a transpose done in the
+        # runner's copy into the driver's slot, Python counted as the runner's). Taken off.
+        functions, pop = self.function_stack
+        if functions():
+            while functions():
+                pop()
+            self._violation("a torch function mode of the solution's left on the runner's thread")
 
     def collection_due(self) -> bool:
         return _gc_get_count()[0] >= self.YOUNG
@@ -1688,14 +1700,14 @@ class Runner:
                 hi = lo + o.untyped_storage().nbytes()
                 if any(lo < a_hi and a_lo < hi for a_lo, a_hi in spans):
                     found.append("output_alias: an output shares memory with an input")
-                elif self.moves_data and not o.is_contiguous():
+                elif self.moves_data and (not o.is_contiguous() or o.is_conj() or o.is_neg()):
                     # Handed over, it is copied into the driver's dense slot: on a task that
                     # only moves data, that copy (a transpose of a plain copy returned as a
                     # transposed view) would be the task's work, done outside forward.
                     found.append(
-                        "no_own_kernel: an output is a strided view, not a dense row-major"
-                        " tensor: on a task that only moves data, the copy that hands it over"
-                        " would do the task's work"
+                        "no_own_kernel: an output is a strided (or lazily negated or conjugated)"
+                        " view, not a dense row-major tensor: on a task that only moves data, the"
+                        " copy that hands it over would do the task's work"
                     )
             elif not isinstance(o, torch.Tensor) and not _plain(o):
                 found.append(f"output_type: output is a {type(o).__name__}, not a plain Tensor")

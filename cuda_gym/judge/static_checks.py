@@ -156,6 +156,26 @@ NATIVE_FORBIDDEN_TOKENS = (
     "enableRecordFunction",
     "RecordFunctionGuard",
     "clearCallbacks",
+    # ... or a callback of the solution's added to it, which runs inside the runner's own ops
+    # (red-team round 32: at its copy into the driver's slot it re-strided the output over the
+    # input, and PyTorch's copy kernel did the transpose).
+    "addGlobalCallback",
+    "addThreadLocalCallback",
+    "RecordFunctionCallback",
+    "CallbackHandle",
+    # A tensor's metadata rewritten below the dispatcher (no op: no ban sees it): sizes,
+    # strides, storage, the lazy conjugate and negative bits (round 32's re-striding, and a
+    # negative bit that made the runner hand the output over through PyTorch's copy).
+    "TensorImpl",
+    "set_sizes_and_strides",
+    "set_sizes_contiguous",
+    "set_storage_offset",
+    "set_storage_keep_dtype",
+    "set_storage_and_dtype",
+    "_set_neg",
+    "_set_conj",
+    "shallow_copy_from",
+    "empty_tensor_restride",
     # ... or asked whether it is observed: a profiled call told from the others.
     "hasCallbacks",
     "StepCallbacks",

@@ -332,3 +332,25 @@ def test_the_runners_classes_are_frozen_and_its_mode_checked_when_entered():
     with pytest.raises(RuntimeError, match="tampered"), ban.active():
         pass
     assert "dispatch mode was changed" in ban.violations[-1]
+
+
+def test_check_takes_off_a_torch_function_mode_forward_left(main_thread):
+    # Left on, it would run its Python in the runner's own steps after forward (red-team round
+    # 32: the transpose done inside the runner's copy into the driver's slot).
+    from torch.overrides import TorchFunctionMode
+
+    class Left(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    main_thread.take_over()
+    main_thread.torch = torch  # (what refuse_kernel_overrides takes, without its stand-ins)
+    main_thread.dispatch_queries = (lambda: 0, lambda key: False, None)
+    main_thread.function_stack = (
+        torch._C._len_torch_function_stack,
+        torch._C._pop_torch_function_stack,
+    )
+    Left().__enter__()
+    main_thread.check_dispatch(modes=0)
+    assert torch._C._len_torch_function_stack() == 0
+    assert any("torch function mode" in v for v in main_thread.violations)

@@ -111,6 +111,13 @@ def test_a_nested_kernel_file_may_include_its_folders_own_headers(where, line, a
         # RecordFunction's per-thread switch, written through its getter (the thread ban's
         # callback would not run on that thread).
         "at::get_record_function_tls_()",
+        # A callback of the solution's inside the runner's ops, and a tensor's metadata
+        # rewritten with no op (red-team round 32).
+        "at::addGlobalCallback(at::RecordFunctionCallback)",
+        "at::addThreadLocalCallback(at::RecordFunctionCallback)",
+        "c10::TensorImpl::set_sizes_and_strides(c10::ArrayRef<long>, c10::ArrayRef<long>,"
+        " std::optional<long>)",
+        "c10::TensorImpl::_set_neg(bool)",
         # libpython's bulk buffer copies (a Fortran-order fill is a transpose: round 16).
         "PyBuffer_FromContiguous",
         "PyMemoryView_FromBuffer",

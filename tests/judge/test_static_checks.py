@@ -1163,7 +1163,7 @@ def test_native_sources_may_not_reach_the_builtins_or_hide_tokens_in_escapes(lin
         ("namespace q = pybind11;\nq::handle h;", "python_from_native"),
         ("#include <pybind11/functional.h>", "python_from_native"),
         ("auto t = h.cast<torch::Tensor>();", "python_from_native"),
-        ("auto* p = x.unsafeGetTensorImpl()->pyobj_slot();", "python_from_native"),
+        ("auto* p = impl->pyobj_slot();", "python_from_native"),
         ('PYBIND11_MODULE(n, m) {\n  auto u = m.def_submodule("utils");\n}', "python_from_native"),
         (
             'PYBIND11_MODULE(n, m) {\n  m.def("f", [](decltype(m) q) { return 1; });\n}',
@@ -1191,6 +1191,14 @@ def test_native_sources_may_not_reach_the_builtins_or_hide_tokens_in_escapes(lin
         ("int copyobj = 0; auto* p = x->pyobj_slot();", "python_from_native"),
         ("int copyobj = 0; int mypyobject_count = 1;", None),
         ("#include <pybind11/stl.h>", None),
+        # (red-team round 32: a RecordFunction callback re-strided the output inside the
+        # runner's copy into its slot; a negative bit made it copy through PyTorch)
+        (
+            "auto h = at::addGlobalCallback(at::RecordFunctionCallback(start, end));",
+            "dispatcher_bypass",
+        ),
+        ("out.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);", "dispatcher_bypass"),
+        ("out.unsafeGetTensorImpl()->_set_neg(true);", "dispatcher_bypass"),
         ("ssize_t n = writev(fds[1], iov, count);", "kernel_copies"),  # (round 29's transpose)
         ("splice(a, nullptr, b, nullptr, n, 0);", "kernel_copies"),
         ("long r = syscall(SYS_readv, fd, iov, n);", "kernel_copies"),
