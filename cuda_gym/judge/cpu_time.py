@@ -74,6 +74,7 @@ from cuda_gym.runtime.perf_sampling import (
     PerfUnavailable,
     Samples,
     executable_maps,
+    kernel_symbol,
     process_tree,
     tree_cpu_ns,
     tree_cpu_s,
@@ -613,6 +614,16 @@ class Attributor:
             return False
         return bool(_COPY_KERNEL.search(plain_name(symbol)))
 
+    def _kernel_copies(self, in_forward: bool | None, off_main: bool) -> bool:
+        """Whether a kernel sample of a call is judged by what the kernel ran (`_kernel_copy`).
+
+        On a CPU task that only moves data: in forward's time, and after "done" on threads
+        other than the runner's (its own messages, its reply, are sent from its main thread).
+        """
+        if not self.moves_data or self.device != "cpu" or in_forward is None:
+            return False
+        return in_forward or off_main
+
     def _cuda_runtime(self, path: str, name: str) -> bool:
         """On a GPU, code whose host time is launching and waiting (a trusted tree's)."""
         if self.device != "cuda":
@@ -681,13 +692,18 @@ class Attributor:
             done = windows[k][2] if k >= 0 and len(windows[k]) > 2 else None
             # (True: before "done", forward's own time; False: after it; None: none known)
             in_forward = None if done is None else at < done
-            inside.append((ip, found, k, tid != pid, in_forward))
+            copied = None  # (a kernel sample: the kernel's copy it was in, if judged so)
+            if ip == KERNEL_IP and self._kernel_copies(in_forward, tid != pid):
+                copied = _kernel_copy(samples.kernel_ips.get((tid, at)))
+            inside.append((ip, found, k, tid != pid, in_forward, copied))
         names = {path: self.symbolizer.names(path, addresses) for path, addresses in named.items()}
         calls = [[0, 0] for _ in windows]  # [bad, total] of each window
         first = 0 if since is not None and windows[0][0] == since else None
         out.has_first_call = first is not None
-        for ip, found, k, off_main, in_forward in inside:
-            if ip == KERNEL_IP:
+        for ip, found, k, off_main, in_forward, copied in inside:
+            if copied is not None:
+                place, name = "foreign", f"the Linux kernel copying data ({copied})"
+            elif ip == KERNEL_IP:
                 place, name = "kernel", ""
             else:
                 place, name = self._worst(ip, found, names, in_forward is not None)
@@ -724,9 +740,7 @@ class Attributor:
         out.first_dominated = dominated[first] if first is not None else 0
         return out
 
-    def _worst(
-        self, ip: int, found: list, names: dict, answered: bool = False
-    ) -> tuple[str, str]:
+    def _worst(self, ip: int, found: list, names: dict, answered: bool = False) -> tuple[str, str]:
         """The place and name of one sample; of two mappings seen at its address, the worse.
 
         answered: the sample was taken in a call of forward that said "done" (a call: not a
@@ -762,6 +776,30 @@ class Attributor:
         if any(place != "idle" for place, _ in places):
             places = [pn for pn in places if pn[0] != "idle"]
         return min(places, key=lambda pn: _SEVERITY[pn[0]])
+
+
+# The Linux kernel's copies between user memory and its buffers (iov_iter), by symbol
+# (/proc/kallsyms): what vectored I/O, sockets, pipes and splice copy with.
+_KERNEL_DATA_COPY = re.compile(
+    r"^(?:_copy_(?:to|from)_iter\w*|copy_page_(?:to|from)_iter\w*|copy_folio_(?:to|from)_iter\w*"
+    r"|_?copy_(?:to|from)_user\w*|copy_user_\w+|__copy_user\w*|rep_movs_alternative"
+    r"|copy_iovec_from_user|__?import_iovec|iov_iter_\w+|_copy_mc_to_iter|csum_and_copy_\w+"
+    r"|skb_copy_datagram_\w+|__skb_datagram_iter|simple_copy_to_iter|\w*splice\w*"
+    r"|process_vm_\w+|memcpy_(?:to|from)_iter\w*|copy_to_user_iter\w*|copy_from_user_iter\w*)"
+    r"(?:\.\w+)*$"
+)
+
+
+def _kernel_copy(address: int | None) -> str | None:
+    """The kernel function of a kernel sample where the kernel copied data, else None.
+
+    The Linux kernel's copies between user buffers (readv/writev through a pipe, sendmsg/recvmsg
+    through a socket, splice, process_vm_*: one small iovec per element is a transpose,
+    red-team rounds 29 and 33) move a data-movement task's data with no kernel of the
+    solution's. Page faults (a fresh output's pages zeroed) are not copies.
+    """
+    symbol = kernel_symbol(address) if address is not None else None
+    return symbol if symbol is not None and _KERNEL_DATA_COPY.match(symbol) else None
 
 
 # PyTorch's copies (demangled names in libtorch_cpu): the copy kernels and their loops

@@ -378,6 +378,10 @@ def _python_reach(
 _KERNEL_COPIES = re.compile(
     r"\b(?:p?readv2?|p?writev2?|vmsplice|splice|tee|sendfile(?:64)?|copy_file_range"
     r"|syscall)\s*\(|\bprocess_vm_\w+|\bSYS_\w+|\b__NR_\w+"
+    # ... and round 33's: sendmsg/recvmsg scatter-gather over a socketpair, and system calls
+    # made by the instruction itself in inline assembly (any call past any name).
+    r"|\b(?:sendm?msg|recvm?msg|m?msghdr|msg_iov\w*|iovec|io_uring\w*|syscall|sysenter)\b"
+    r"|\bint\s*\$?0x80\b|\bsvc\s+#?0\b"
 )
 
 # The assembler's file inclusion in any case (GNU as reads `.INCBIN` as `.incbin`).

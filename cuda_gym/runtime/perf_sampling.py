@@ -37,7 +37,9 @@ The kernel decides who may sample whom: root (or CAP_PERFMON) always; otherwise,
 
 from __future__ import annotations
 
+import bisect
 import ctypes
+import functools
 import mmap
 import os
 import platform
@@ -70,6 +72,7 @@ _REARM_RECORD = struct.Struct("QQQQ")  # perf_rearm's log: sequence, ticks befor
 KERNEL_IP = (1 << 64) - 1  # the ip of a sample taken in the kernel (with `rearm`)
 _MISC_CPUMODE, _MISC_KERNEL = 7, 1
 _PAGE = mmap.PAGESIZE
+_KERNEL_IPS_KEPT = 1 << 20  # kernel addresses of samples read but not taken, at most
 
 
 class PerfUnavailable(Exception):
@@ -101,6 +104,9 @@ class Samples:
     # of others (not the sampled tree's) read beside them, drain by drain: a full ring that
     # others filled says nothing about the tree, one that the tree filled hid its own work.
     lost_to_others: float = 0.0
+    # Per CPU: (tid, time) -> the kernel address of each sample taken in the kernel (its row's
+    # ip is KERNEL_IP): what the kernel was doing (`kernel_symbols`).
+    kernel_ips: dict[tuple[int, int], int] = field(default_factory=dict)
 
     def add_maps(self, pid: int, execs: int, mappings) -> None:
         """Add executable mappings of `pid` seen after its `execs`-th exec (to both views)."""
@@ -380,6 +386,7 @@ class PerfSampler:
         self._fds: list[int] = []
         self._rings: list[mmap.mmap] = []
         self._samples = Samples()
+        self._kernel_ips: dict[tuple[int, int], int] = {}  # read, not yet taken (_drain)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._quiet = threading.Event()
@@ -548,6 +555,12 @@ class PerfSampler:
                     self._samples.add_maps(pid, self._execs.get(pid, 0), (m,))
             if self.keep:
                 self._samples.rows += rows
+                for _, _, tid, at in (row for row in rows if row[0] == KERNEL_IP):
+                    ip = self._kernel_ips.pop((tid, at), None)
+                    if ip is not None:
+                        self._samples.kernel_ips[(tid, at)] = ip
+            if len(self._kernel_ips) > _KERNEL_IPS_KEPT:  # (others', or rows long waiting)
+                self._kernel_ips.clear()
             self._pids = process_tree(self.pid) or self._pids
             self._look_at_maps()
 
@@ -611,6 +624,7 @@ class PerfSampler:
             if kind == _RECORD_SAMPLE and length >= 32 and self.keep:
                 ip, pid, tid, at = struct.unpack_from("QIIQ", body, 8)
                 if misc & _MISC_CPUMODE == _MISC_KERNEL:
+                    self._kernel_ips[(tid, at)] = ip
                     ip = KERNEL_IP
                 rows.append((ip, pid, tid, at))
             elif kind in (_RECORD_FORK, _RECORD_EXIT) and length >= 32:
@@ -694,3 +708,27 @@ def _refusal(err: int) -> str:
     if err == 2 or err == 38:  # ENOENT, ENOSYS
         return f"perf events are not available in this kernel ({reason})"
     return f"perf events: perf_event_open failed ({reason})"
+
+
+@functools.lru_cache(maxsize=1)
+def _kallsyms() -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The kernel's text symbols, sorted by address (empty where their addresses are hidden)."""
+    starts, names = [], []
+    try:
+        with open("/proc/kallsyms") as f:
+            for line in f:
+                address, kind, name = line.split()[:3]
+                if kind in "tTwW" and int(address, 16):
+                    starts.append(int(address, 16))
+                    names.append(name)
+    except (OSError, ValueError):
+        return (), ()
+    order = sorted(range(len(starts)), key=starts.__getitem__)
+    return tuple(starts[i] for i in order), tuple(names[i] for i in order)
+
+
+def kernel_symbol(ip: int) -> str | None:
+    """The kernel function at address `ip` (/proc/kallsyms), or None where unknown."""
+    starts, names = _kallsyms()
+    k = bisect.bisect_right(starts, ip) - 1
+    return names[k] if k >= 0 else None

@@ -391,6 +391,33 @@ def test_python_after_done_is_the_runners_handover_not_forwards():
     assert assess(who.attribute(samples, unsplit, since=0))
 
 
+def test_the_kernels_copies_in_a_call_are_foreign_where_the_task_only_moves_data(monkeypatch):
+    # Red-team rounds 29 and 33: writev/readv through a pipe, sendmsg/recvmsg through a socket,
+    # one 4-byte iovec per element: the Linux kernel's copies did a transpose.
+    from cuda_gym.judge import cpu_time
+
+    symbols = {1: "_copy_from_iter", 2: "copy_page_to_iter", 3: "clear_page_erms", 4: None}
+    monkeypatch.setattr(cpu_time, "kernel_symbol", symbols.get)
+    pid, helper = 7, 8
+    rows = [(KERNEL_IP, pid, pid, 10), (KERNEL_IP, pid, pid, 20), (KERNEL_IP, pid, pid, 30)]
+    rows += [(KERNEL_IP, pid, pid, 70), (KERNEL_IP, pid, helper, 80)]  # after "done"
+    kernel_ips = {(pid, 10): 1, (pid, 20): 2, (pid, 30): 3, (pid, 70): 1, (helper, 80): 2}
+    samples = Samples(rows, 0, {}, kernel_ips=kernel_ips)
+    got = Attributor(moves_data=True).attribute(samples, [(0, 100, 60)])
+    # in forward: two copies (foreign), a page zeroed (the kernel's, apart); after "done": the
+    # runner's own message on its main thread apart, another thread's copy foreign
+    assert got.counts["foreign"] == 3 and got.counts["kernel"] == 2, got.where
+    assert ("foreign", "the Linux kernel copying data (_copy_from_iter)") in got.where
+    assert [v for v in assess(got, moves_data=True) if v.startswith("foreign_kernels")]
+    # a task that computes, no "done" known, or the GPU's host: the kernel's time apart
+    for who, windows in (
+        (Attributor(), [(0, 100, 60)]),
+        (Attributor(moves_data=True), [(0, 100, None)]),
+        (Attributor(moves_data=True, device="cuda"), [(0, 100, 60)]),
+    ):
+        assert who.attribute(samples, windows).counts["foreign"] == 0
+
+
 @pytest.mark.parametrize(
     ("symbol", "copies"),
     [

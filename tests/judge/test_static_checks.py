@@ -1202,6 +1202,13 @@ def test_native_sources_may_not_reach_the_builtins_or_hide_tokens_in_escapes(lin
         ("ssize_t n = writev(fds[1], iov, count);", "kernel_copies"),  # (round 29's transpose)
         ("splice(a, nullptr, b, nullptr, n, 0);", "kernel_copies"),
         ("long r = syscall(SYS_readv, fd, iov, n);", "kernel_copies"),
+        # (round 33: scatter-gather over a socketpair; the instruction in inline assembly)
+        ("struct msghdr m{}; m.msg_iov = iov; sendmsg(fds[0], &m, 0);", "kernel_copies"),
+        (
+            'asm volatile("syscall" : "=a"(r) : "a"(20L), "D"(fd), "S"(iov), "d"(n));',
+            "kernel_copies",
+        ),
+        ('__asm__("int $0x80");', "kernel_copies"),
         ('PyErr_SetString(PyExc_ValueError, "bad shape"); Py_RETURN_NONE;', None),
         ('int tp_size = 2; float readv_buffer = 0; m.def("f", &f);', None),
         ("void load_globals(float* g);", None),

@@ -523,3 +523,44 @@ def test_tree_cpu_ns_reads_a_process_cpu_clock_to_the_nanosecond():
         child.wait()
     # its clock read from outside: at least what it read itself, a moment later
     assert own <= got < own + 50_000_000
+
+
+# Sends and receives through a socketpair in a loop (the kernel copying between user buffers).
+SOCKET_COPIES = """
+import socket, sys, time
+a, b = socket.socketpair()
+buf = bytearray(1 << 16)
+sys.stdout.write("ready\\n"); sys.stdout.flush()
+sys.stdin.readline()
+end = time.monotonic() + 1.5
+while time.monotonic() < end:
+    a.sendall(buf)
+    b.recv_into(buf, len(buf), socket.MSG_WAITALL)
+"""
+
+
+def test_kernel_samples_keep_their_address_and_name_the_kernels_copies():
+    from cuda_gym.runtime.perf_sampling import _kallsyms, kernel_symbol
+
+    if not _kallsyms()[0]:
+        pytest.skip("the kernel's symbol addresses are hidden (/proc/kallsyms)")
+    child = subprocess.Popen(
+        [sys.executable, "-c", SOCKET_COPIES], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert child.stdout.readline().strip() == b"ready"
+        sampler = _per_cpu_sampler(child.pid, rearm=True)
+        try:
+            child.stdin.write(b"go\n")
+            child.stdin.flush()
+            child.wait(30)
+            samples = sampler.collect()
+        finally:
+            sampler.close()
+    finally:
+        child.kill()
+        child.wait()
+    kernel = [(tid, at) for ip, _, tid, at in samples.rows if ip == KERNEL_IP]
+    assert kernel and all(key in samples.kernel_ips for key in kernel)
+    names = [kernel_symbol(samples.kernel_ips[key]) for key in kernel]
+    assert sum(1 for n in names if n and "copy" in n) > 0.1 * len(names), names[:20]
