@@ -120,9 +120,11 @@ PYTHON_OFF_MAIN_SAMPLES = 3
 OUTSIDE_CALLS_CPU_S = 1.0
 # ... less the time OpenMP's workers were sampled waiting between calls (libgomp spins a while
 # after each parallel region before it sleeps: an honest at::parallel_for transpose, ~270
-# calls, 0.4-0.8 s outside its calls, 1.4 s on a busy 2-core VM), up to this much a call: a
-# solution cannot make libgomp's spin do any work, only burn a core longer.
-OPENMP_WAIT_S_PER_CALL = 0.01
+# calls, 0.4-0.8 s outside its calls, 1.4 s on a busy 2-core VM; sampled between calls ~1.5 ms
+# a call), up to this much a call. More is a core burned between calls, whoever's code spins
+# (red-team round 34: threads of the solution's passing an omp_lock_t back and forth spun in
+# libgomp's lock code, ~9 ms a call): `async_work` (with BETWEEN_SAMPLES, `assess`).
+OPENMP_WAIT_S_PER_CALL = 0.005
 # Forward's user-mode CPU time (/proc, which counts threads that have ended) that no sample saw,
 # half of forward's time outside its own code (which an own spin would otherwise pad). Sampled
 # per thread, each thread every PERIOD_NS of its own CPU time, work split over threads that
@@ -1403,10 +1405,17 @@ def assess(
     # CPU it waits asleep: all but OpenMP's waits count.
     idle = (*_APART, "runtime", "interpreter") if device == "cuda" else ("idle",)
     working = sum(n for place, n in attribution.between.items() if place not in idle)
+    spinning = 0
+    if device == "cpu":  # (OpenMP's waits beyond what a call's end leaves spinning)
+        waits = OPENMP_WAIT_S_PER_CALL * attribution.windows / (PERIOD_NS / 1e9)
+        spinning = max(0, attribution.between["idle"] - int(waits))
+        working += spinning
     if working >= BETWEEN_SAMPLES:
         places = ", ".join(
             f"{place} {n}" for place, n in attribution.between.most_common() if place not in idle
         )
+        if spinning:
+            places += f"{', ' if places else ''}OpenMP's waits {spinning} past their allowance"
         found.append(
             format_violation(
                 ViolationKind.ASYNC_WORK,

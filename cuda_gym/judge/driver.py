@@ -808,38 +808,56 @@ class Driver:
             self.result.timing_recheck = ComparisonResult(**vars(recheck))
             self._memory_at("recheck")
             self.result.timing = timing
+            if banned:
+                self._census(served, exp, after_timing=True)
             self._check_cpu(served)  # the timed calls too
             self.result.violations = list(served.violations)
         if req.profile and not profiled:
             self._profile(served, inputs, exp, fseed)
 
-    def _census(self, served: Served, expected: list) -> None:
-        """More untimed calls where the CPU sampler has seen too little of forward (CENSUS_*)."""
+    def _census(self, served: Served, expected: list, after_timing: bool = False) -> None:
+        """More untimed calls where the CPU sampler has seen too little of forward (CENSUS_*).
+
+        after_timing: the calls after the timed ones, a random number of them (at least
+        CENSUS_MIN_CALLS, whatever was sampled before). A solution that counts its calls
+        cannot tell where timing ended: what it does in the timed calls it does in these too,
+        where the sampler has the calls to see it (red-team round 34: MKL's GEMM in the warm-up
+        and timed calls only, 0-1 samples in their 36 calls, own work padded into the trials
+        so that the census before timing made no call: reward 2).
+        """
         watch = served.watch
         if watch is None or watch.attributor is None or self.device != "cpu":
             return
         watch.check(served.own_calls, self._reference_ms())
         start, census_s = perf_counter(), self.req.census_s
         late = start + CENSUS_LATE_FACTOR * census_s
+        floor = self.census_calls + CENSUS_MIN_CALLS if after_timing else CENSUS_MIN_CALLS
 
         def in_time(now: float) -> bool:
             if now < start + census_s:
                 return True
-            return self.census_calls < CENSUS_MIN_CALLS and now < late
+            return self.census_calls < floor and now < late
 
-        # A task that only moves data: the calls, not the samples (which an own spin fills in
-        # a few calls), decide what a small foreign copy shows (round 26's NumPy transposes: 0
-        # NumPy samples in one judgement's 36 calls, beside the extension's spin).
-        least = CENSUS_MIN_CALLS if self.req.data_movement else 0
-        self._census_calls(served, expected, CENSUS_SAMPLES, CENSUS_MAX_CALLS, in_time, least=least)
+        if after_timing:
+            least = floor + self.rng.randint(0, CENSUS_MIN_CALLS)
+            self._census_calls(served, expected, 0, least, in_time, least=least)
+        else:
+            # A task that only moves data: the calls, not the samples (which an own spin fills
+            # in a few calls), decide what a small foreign copy shows (round 26's NumPy
+            # transposes: 0 NumPy samples in one judgement's 36 calls, beside its spin).
+            least = CENSUS_MIN_CALLS if self.req.data_movement else 0
+            self._census_calls(
+                served, expected, CENSUS_SAMPLES, CENSUS_MAX_CALLS, in_time, least=least
+            )
         if watch.foreign_seen() and not watch.check(served.own_calls, self._reference_ms()):
+            before = self.census_calls if after_timing else 0
             self._census_calls(
                 served,
                 expected,
                 CENSUS_SUSPECT_SAMPLES,
-                CENSUS_SUSPECT_MAX_CALLS,
+                before + CENSUS_SUSPECT_MAX_CALLS,
                 lambda now: now < late,
-                least=CENSUS_SUSPECT_MIN_CALLS,
+                least=before + CENSUS_SUSPECT_MIN_CALLS,
             )
 
     def _census_calls(

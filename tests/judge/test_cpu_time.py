@@ -475,17 +475,24 @@ def test_work_between_calls_is_async_work_but_openmp_waits_are_not():
     gomp = Mapping(3000, 4000, 0, "/usr/lib/x86_64-linux-gnu/libgomp.so.1")
     maps = {pid: {own_lib, gomp}}
     who = Attributor(own_dirs=("/tmp/solution",))
-    windows = [(100, 200), (10_000, 10_100)]
-    rows = [(1500, pid, pid, 150), (1500, pid, pid, 10_050)]  # inside the calls
+    # 100 calls, one own sample in each, OpenMP's workers waiting after them (~1.3 ms a call,
+    # what an honest at::parallel_for leaves spinning; 5 ms a call are excused)
+    windows = [(10_000 * c + 100, 10_000 * c + 200) for c in range(100)]
+    rows = [(1500, pid, pid, 10_000 * c + 150) for c in range(100)]  # inside the calls
     rows += [(1500, pid, pid, 50)]  # before the first call: loading, not counted
-    rows += [(3500, pid, pid, 300 + k) for k in range(5 * BETWEEN_SAMPLES)]  # OpenMP waits
+    waits = [(3500, pid, pid, 10_000 * c + 300) for c in range(100) for _ in range(2)]
+    rows += waits[: 5 * BETWEEN_SAMPLES]
     got = who.attribute(Samples(rows, 0, maps), windows, since=100)
-    assert got.counts["own"] == 2 and got.between == {"idle": 5 * BETWEEN_SAMPLES}
+    assert got.counts["own"] == 100 and got.between == {"idle": 5 * BETWEEN_SAMPLES}
     assert assess(got) == []
-    rows += [(1500, pid, pid, 500 + k) for k in range(BETWEEN_SAMPLES)]  # a thread left working
-    got = who.attribute(Samples(rows, 0, maps), windows, since=100)
-    (found,) = assess(got)
+    more = rows + [(1500, pid, pid, 500 + k) for k in range(BETWEEN_SAMPLES)]  # a thread working
+    (found,) = assess(who.attribute(Samples(more, 0, maps), windows, since=100))
     assert found.startswith("async_work: ") and f"own {BETWEEN_SAMPLES}" in found
+    # ... or spinning in libgomp far past what calls' ends leave (red-team round 34: threads of
+    # the solution's passing an omp_lock_t back and forth, ~9 ms a call)
+    spin = rows + [(3500, pid, pid, 10_000 * c + 400) for c in range(100) for _ in range(4)]
+    (found,) = assess(who.attribute(Samples(spin, 0, maps), windows, since=100))
+    assert found.startswith("async_work: ") and "OpenMP's waits" in found
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
@@ -970,11 +977,11 @@ def test_cpu_time_outside_the_calls_is_async_work_less_openmps_waits(monkeypatch
                 tell(child)
         tell(child, "burn")
         # As if OpenMP's workers had been sampled waiting between the calls for 0.5 s: excused
-        # up to 10 ms a call (libgomp spins after each parallel region before it sleeps).
+        # up to 5 ms a call (libgomp spins after each parallel region before it sleeps).
         watch.total.between["idle"] += int(0.5 / (PERIOD_NS / 1e9))
         found = [v for v in watch.check() if "outside forward's calls" in v]  # (/proc's)
     assert watch.outside_s >= 1.2
-    assert watch.openmp_waits_s == pytest.approx(min(0.5, 0.01 * calls), rel=0.1)
+    assert watch.openmp_waits_s == pytest.approx(min(0.5, 0.005 * calls), rel=0.1)
     assert bool(found) is (calls == 3), found
 
 
