@@ -121,10 +121,13 @@ OUTSIDE_CALLS_CPU_S = 1.0
 # ... less the time OpenMP's workers were sampled waiting between calls (libgomp spins a while
 # after each parallel region before it sleeps: an honest at::parallel_for transpose, ~270
 # calls, 0.4-0.8 s outside its calls, 1.4 s on a busy 2-core VM; sampled between calls ~1.5 ms
-# a call), up to this much a call. More is a core burned between calls, whoever's code spins
+# a call on 2 cores), up to this much a call. More is a core burned between calls, whoever spins
 # (red-team round 34: threads of the solution's passing an omp_lock_t back and forth spun in
 # libgomp's lock code, ~9 ms a call): `async_work` (with BETWEEN_SAMPLES, `assess`).
-OPENMP_WAIT_S_PER_CALL = 0.005
+OPENMP_WAIT_S_PER_CALL = 0.0025  # ... for each core the runner may use (an OpenMP worker each)
+# ... and none sampled this long after the last call ended (libgomp spins a bounded count of
+# iterations, ~1-3 ms, after a parallel region: round 34's threads spun until the next call).
+OPENMP_SPIN_NS = 25_000_000
 # Forward's user-mode CPU time (/proc, which counts threads that have ended) that no sample saw,
 # half of forward's time outside its own code (which an own spin would otherwise pad). Sampled
 # per thread, each thread every PERIOD_NS of its own CPU time, work split over threads that
@@ -432,6 +435,9 @@ class Attribution:
     # in the interpreter and in torch's Python bindings ("torch_python"), the runner's glue
     # handing the outputs over, not forward's.
     handover: Counter = field(default_factory=Counter)
+    # Between calls: OpenMP's waits sampled longer after a call's end than its workers spin
+    # (OPENMP_SPIN_NS): a core burned in libgomp by threads of the solution's, not a wait.
+    late_waits: int = 0
 
     @property
     def total(self) -> int:
@@ -459,6 +465,7 @@ class Attribution:
         self.torch_python += other.torch_python
         self.python_off_main += other.python_off_main
         self.handover.update(other.handover)
+        self.late_waits += other.late_waits
 
     def summary(self) -> dict:
         """Counts by place, lost samples and the top bad names (the verdict's flag)."""
@@ -472,6 +479,8 @@ class Attribution:
             report["python_off_main"] = self.python_off_main
         if self.handover:
             report["python_after_done"] = dict(self.handover)
+        if self.late_waits:
+            report["late_openmp_waits"] = self.late_waits
         report["in_dominated_calls"] = self.dominated
         report["calls"] = self.windows
         report["first_call"] = {p: self.first_call[p] for p in PLACES if self.first_call[p]}
@@ -676,9 +685,11 @@ class Attributor:
         named: dict[str, set[int]] = {}
         for ip, pid, tid, at in samples.rows:
             k = bisect.bisect_right(starts, at) - 1
+            late = False  # (between calls: long after the last one ended)
             if k < 0 or at >= windows[k][1]:
                 if since is None or at < since:
                     continue
+                late = k >= 0 and at - windows[k][1] > OPENMP_SPIN_NS
                 k = -1  # between calls
             found = [
                 (self.place_of_mapping(pid, m), m)
@@ -697,12 +708,12 @@ class Attributor:
             copied = None  # (a kernel sample: the kernel's copy it was in, if judged so)
             if ip == KERNEL_IP and self._kernel_copies(in_forward, tid != pid):
                 copied = _kernel_copy(samples.kernel_ips.get((tid, at)))
-            inside.append((ip, found, k, tid != pid, in_forward, copied))
+            inside.append((ip, found, k, tid != pid, in_forward, copied, late))
         names = {path: self.symbolizer.names(path, addresses) for path, addresses in named.items()}
         calls = [[0, 0] for _ in windows]  # [bad, total] of each window
         first = 0 if since is not None and windows[0][0] == since else None
         out.has_first_call = first is not None
-        for ip, found, k, off_main, in_forward, copied in inside:
+        for ip, found, k, off_main, in_forward, copied, late in inside:
             if copied is not None:
                 place, name = "foreign", f"the Linux kernel copying data ({copied})"
             elif ip == KERNEL_IP:
@@ -720,6 +731,7 @@ class Attributor:
                     out.handover["torch_python"] += 1
             if k < 0:
                 out.between[place] += 1
+                out.late_waits += place == "idle" and late
                 continue
             out.counts[place] += 1
             if k == first:
@@ -890,6 +902,7 @@ class CpuWatch:
         self._period_s = period_ns / 1e9
         self.outside_s: float | None = None  # CPU seconds outside the calls, at the last check
         self.openmp_waits_s = 0.0  # ... of which OpenMP's waits, as excused (at the last check)
+        self.cores = _cores_of(pid)  # (OpenMP's workers: one a core it may run on)
         # User-mode CPU seconds in the calls (/proc) and how much of it no sample saw
         self.in_calls_user_s: float | None = None
         self.in_calls_cpu_s: float | None = None  # user and kernel
@@ -1058,7 +1071,9 @@ class CpuWatch:
             self._accounted += _inside(samples.rows, self._accounting)
         self._windows, self._accounting = [], []
         who = self.attributor
-        found = assess(self.total, who.device, own_calls, who.vendor, who.moves_data, reference_ms)
+        found = assess(
+            self.total, who.device, own_calls, who.vendor, who.moves_data, reference_ms, self.cores
+        )
         self.check_code()
         if self.code_remapped:
             names = ", ".join(sorted(Path(p).name for p in self.code_remapped))
@@ -1135,7 +1150,8 @@ class CpuWatch:
             waits_s = self.total.between["idle"] * (
                 self.mean_period_ms / 1e3 if self.sampling == "per-cpu" else self._period_s
             )
-            self.openmp_waits_s = min(waits_s, OPENMP_WAIT_S_PER_CALL * self.total.windows)
+            allowed_s = OPENMP_WAIT_S_PER_CALL * self.cores * self.total.windows
+            self.openmp_waits_s = min(waits_s, allowed_s)
             if self.outside_s - self.openmp_waits_s >= OUTSIDE_CALLS_CPU_S:
                 found.append(
                     format_violation(
@@ -1153,6 +1169,14 @@ class CpuWatch:
         self.sampler.close()
         if self.attributor is not None:
             self.attributor.symbolizer.close()
+
+
+def _cores_of(pid: int) -> int:
+    """How many CPU cores process `pid` may run on (2 where that cannot be read)."""
+    try:
+        return max(1, len(os.sched_getaffinity(pid)))
+    except OSError:
+        return 2
 
 
 def _inside(rows: list, spans: list[tuple[int, int]]) -> int:
@@ -1266,6 +1290,7 @@ def assess(
     vendor: bool = False,
     moves_data: bool = False,
     reference_ms: float | None = None,
+    cores: int = 2,
 ) -> list[str]:
     """The violations an attribution shows: `foreign_kernels`, `async_work` (or none).
 
@@ -1407,8 +1432,9 @@ def assess(
     working = sum(n for place, n in attribution.between.items() if place not in idle)
     spinning = 0
     if device == "cpu":  # (OpenMP's waits beyond what a call's end leaves spinning)
-        waits = OPENMP_WAIT_S_PER_CALL * attribution.windows / (PERIOD_NS / 1e9)
-        spinning = max(0, attribution.between["idle"] - int(waits))
+        waits = OPENMP_WAIT_S_PER_CALL * cores * attribution.windows / (PERIOD_NS / 1e9)
+        early = attribution.between["idle"] - attribution.late_waits
+        spinning = attribution.late_waits + max(0, early - int(waits))
         working += spinning
     if working >= BETWEEN_SAMPLES:
         places = ", ".join(
