@@ -1199,7 +1199,6 @@ def test_native_sources_may_not_reach_the_builtins_or_hide_tokens_in_escapes(lin
         ),
         ("out.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);", "dispatcher_bypass"),
         ("out.unsafeGetTensorImpl()->_set_neg(true);", "dispatcher_bypass"),
-        ('FILE* f = fopen("/proc/self/maps", "r");', "dispatcher_bypass"),  # (round 34)
         ("ssize_t n = writev(fds[1], iov, count);", "kernel_copies"),  # (round 29's transpose)
         ("splice(a, nullptr, b, nullptr, n, 0);", "kernel_copies"),
         ("long r = syscall(SYS_readv, fd, iov, n);", "kernel_copies"),
