@@ -725,9 +725,7 @@ class Attributor:
             if in_forward is False and k != first and not off_main:
                 if place == "interpreter":
                     out.handover["interpreter"] += 1
-                elif place == "runtime" and any(
-                    Path(m.path).name.startswith("libtorch_python") for _, m in found
-                ):
+                elif place == "runtime" and _in_torch_python(found):
                     out.handover["torch_python"] += 1
             if k < 0:
                 out.between[place] += 1
@@ -741,11 +739,7 @@ class Attributor:
                 calls[k][0] += 1
             elif place == "runtime" and k != first and any(p == "torch" for p, _ in found):
                 out.torch_runtime += 1
-            elif (
-                place == "runtime"
-                and k != first
-                and any(Path(m.path).name.startswith("libtorch_python") for _, m in found)
-            ):
+            elif place == "runtime" and k != first and _in_torch_python(found):
                 out.torch_python += 1
             if place in PLACES:
                 calls[k][1] += 1
@@ -1269,9 +1263,12 @@ def _stray_python_moves(attribution: Attribution) -> int:
 
 def _in_python(place: str, found: list) -> bool:
     """Whether a sample ran Python: the interpreter, or torch's Python bindings."""
-    return place == "interpreter" or any(
-        Path(m.path).name.startswith("libtorch_python") for _, m in found
-    )
+    return place == "interpreter" or _in_torch_python(found)
+
+
+def _in_torch_python(found: list) -> bool:
+    """Whether a sample's mappings include torch's Python bindings (libtorch_python)."""
+    return any(Path(m.path).name.startswith("libtorch_python") for _, m in found)
 
 
 def _mangled_allowed(name: str) -> bool:
