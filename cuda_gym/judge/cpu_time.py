@@ -232,6 +232,11 @@ _TORCH_COMPUTE = re.compile(
 # allocation: an identifier that is such an operator's name, alone or with a suffix, such as
 # copy_kernel or empty_cpu), nor ATen's kernel lookup. The parallel-for wrappers around a kernel
 # (at::internal::invoke_parallel<...>'s OpenMP bodies) are judged by the kernel they name.
+# A suffix naming another operator is not the allowed one's: the backward kernels of views
+# (unfold_backward, slice_backward, ...: sums and scatters into a fresh tensor) and sparse
+# index arithmetic (flatten_indices) never run in an honest forward (red-team round 35:
+# unfold_backward's kernel, found by address, wrote transpose_pad's answer as "runtime").
+_NOT_ALLOWED_SUFFIX = r"(?!\w*backward)(?!indices)"
 _ALLOWED_NAMES = sorted(
     {name for op in ALLOWED_OPS if len(name := op.removeprefix("aten::").strip("_")) > 2}
     | {
@@ -249,7 +254,8 @@ _ALLOWED_NAMES = sorted(
     reverse=True,
 )
 _TORCH_ALLOWED = re.compile(
-    r"(?<![\w])_?(?:" + "|".join(map(re.escape, _ALLOWED_NAMES)) + r")(?:_\w*)?(?![\w])"
+    r"(?<![\w])_?(?:" + "|".join(map(re.escape, _ALLOWED_NAMES)) + r")"
+    r"(?:_" + _NOT_ALLOWED_SUFFIX + r"\w*)?(?![\w])"
     r"|(?<![\w])check[A-Z_]\w*"  # argument checks (checkInBoundsForStorage, check_size_...)
     r"|(?<![\w])infer\w*Geometry\w*"  # views' shapes (inferSqueezeGeometry, ...)
     r"|^mkl_serv_"  # MKL's service functions (thread counts, allocation), no compute

@@ -75,6 +75,19 @@ from cuda_gym.runtime.perf_sampling import (
         # a vendor library's function named like an allowed op is the library's compute
         "void fbgemm::transpose_simd<float>(long, long, float const*, long, float*, long)",
         "dnnl::impl::cpu::copy_res_layer_fwd_template<float, float, char>()",
+        # an allowed op's name followed by another op's is that other op (red-team round 35)
+        "at::native::(anonymous namespace)::unfold_backward_cpu_kernel(at::Tensor&, "
+        "at::Tensor const&, long, long, long)",
+        "void c10::function_ref<void (char**, long const*, long, long)>::callback_fn<"
+        "at::TensorIteratorBase::loop_2d_from_1d<void at::native::(anonymous namespace)::"
+        "_unfold_backward_internal_kernel<float>(at::TensorIterator&, long, long, long, long, "
+        "long, long)::{lambda(char**, long const*, long)#1}> >(long, char**, long const*, long, "
+        "long)",
+        "at::native::slice_backward(at::Tensor const&, c10::ArrayRef<long>, long, long, long, "
+        "long)",
+        "at::Tensor at::native::(anonymous namespace)::_flatten_indices_impl<false>("
+        "at::Tensor const&, c10::ArrayRef<long>)",
+        "_ZN2at6native12_GLOBAL__N_126unfold_backward_cpu_kernelERNS_6TensorERKS2_lll",
     ],
 )
 def test_torch_compute_kernels(name):
