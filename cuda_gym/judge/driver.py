@@ -476,27 +476,34 @@ class Driver:
                     # as well, so that sampling slows every timed side alike.
                     self._watch(served, check=candidate and banned, role=role)
             self.rep.enter(stage)
-            ready = link.start(
-                {
-                    "solution_dir": solution_dir,
-                    "module_dir": module_dir,
-                    "device": self.device,
-                    "init_seed": self.req.init_seed,
-                    "init_path": str(self.init_path),
-                    "banned": banned,
-                    "allowed_ops": sorted(allowed),
-                    # The ban on the solution's other threads and on what runs inside an
-                    # allowed op (judge/thread_ban.py); on a vendor task a GEMM's insides pass
-                    # (a convolution's bias add, OpenMP's threads).
-                    "thread_ban": self.req.thread_ban if candidate and banned else None,
-                    "thread_ban_opaque": (
-                        sorted(VENDOR_LIBRARY_OPS) if self.req.allow_vendor_libraries else []
-                    ),
-                    "compile_model": compile_model,
-                    "compile_extensions": self.req.compile_extensions or not candidate,
-                },
-                load_limit_s,
-            )
+            # A baseline's load holds no gate either: the task's own Model, built and its
+            # weights copied in, and for the compile baseline torch.compile's stack imported
+            # (seconds of host work; on the H100 timers' drains waited 58 s in all for
+            # baselines in that stage, rl_load_h100.json). A candidate's load holds it: its
+            # code may run kernels there.
+            loading = contextlib.nullcontext() if candidate else roles.off_device(self.rep, stage)
+            with loading:
+                ready = link.start(
+                    {
+                        "solution_dir": solution_dir,
+                        "module_dir": module_dir,
+                        "device": self.device,
+                        "init_seed": self.req.init_seed,
+                        "init_path": str(self.init_path),
+                        "banned": banned,
+                        "allowed_ops": sorted(allowed),
+                        # The ban on the solution's other threads and on what runs inside an
+                        # allowed op (judge/thread_ban.py); on a vendor task a GEMM's insides pass
+                        # (a convolution's bias add, OpenMP's threads).
+                        "thread_ban": self.req.thread_ban if candidate and banned else None,
+                        "thread_ban_opaque": (
+                            sorted(VENDOR_LIBRARY_OPS) if self.req.allow_vendor_libraries else []
+                        ),
+                        "compile_model": compile_model,
+                        "compile_extensions": self.req.compile_extensions or not candidate,
+                    },
+                    load_limit_s,
+                )
         except RunnerFailed:
             served.close()
             raise

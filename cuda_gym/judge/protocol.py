@@ -128,7 +128,7 @@ class WorkerHeader:
     device_bytes: int | None = None
     fork_server: str | None = None
     memory_per_step: bool = False
-    memory_share: float = 0.9
+    memory_share: float = 1.5
 
 
 @dataclass(frozen=True)

@@ -237,9 +237,9 @@ def keep_memory_base(runner_pids: list[int]) -> None:
 BASE_MARGIN_BYTES = 1 << 28
 
 
-# The share of a GPU's memory that judge workers reserve together by default (the rest: CUDA
-# contexts, allocator slack, processes that are not judges; JudgeConfig.memory_share).
-MEMORY_SHARE = 0.9
+# The share of a GPU's memory that judge workers reserve together by default: above 1, an
+# overcommit (a reservation is a judgement's peak, held for its life; JudgeConfig.memory_share).
+MEMORY_SHARE = 1.5
 
 
 def device_memory_capacity(share: float = MEMORY_SHARE) -> int:
