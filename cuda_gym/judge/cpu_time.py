@@ -224,7 +224,8 @@ _OPENMP_LIBRARY = re.compile(r"^lib(?:gomp|iomp5)")
 # vendor libraries, BLAS and LAPACK names.
 _TORCH_COMPUTE = re.compile(
     r"\bat::(?:native|cpu|vec|compositeexplicitautograd\w*|compositeimplicitautograd)::"
-    r"|\b(?:dnnl|ideep|fbgemm|xnnpack|pytorch_qnnp)::|^(?:mkl_|MKL_|dnnl_|nnp_|xnn_)"
+    r"|\b(?:dnnl|ideep|fbgemm|xnnpack|pytorch_qnnp|gloo|c10d)::|\btorch::jit::tensorexpr::"
+    r"|^(?:mkl_|MKL_|dnnl_|nnp_|xnn_)"
     r"|^(?:cblas_|LAPACKE_)|^_?[sdczSDCZ](?:gemm|gemv|symm|syrk|trsm|trmm|axpy|dot|scal|ger|gesv"
     r"|getr[fs]|potr[fs]|geqrf|gesdd|syev|GEMM|GEMV|AXPY|DOT|SCAL)\w*$"
 )
@@ -1227,7 +1228,12 @@ def is_torch_compute(symbol: str) -> bool:
     return bool(_TORCH_COMPUTE.search(name)) and not _TORCH_ALLOWED.search(name)
 
 
-_VENDOR_COMPUTE = re.compile(r"\b(?:dnnl|ideep|fbgemm|xnnpack|pytorch_qnnp)::")
+# (gloo's and c10d's reductions, tensorexpr's evaluator: collective and JIT code no eager
+# forward runs, whose elementwise loops did an add_mul task's arithmetic as "runtime", red-team
+# round 37: gloo::sum and gloo::product found in libtorch_cpu's .symtab)
+_VENDOR_COMPUTE = re.compile(
+    r"\b(?:dnnl|ideep|fbgemm|xnnpack|pytorch_qnnp|gloo|c10d)::|\btorch::jit::tensorexpr::"
+)
 
 
 # libtorch_cpu's C symbols (no C++ name) are the vendor libraries linked into it: MKL's BLAS,
@@ -1245,7 +1251,8 @@ _PLAIN_RUNTIME = re.compile(
 # (`at` itself may be a substitution, `S_` or `S0_`, after its first use in the name)
 _MANGLED_COMPUTE = re.compile(
     r"(?:2at|S[0-9A-Z]*_)(?:6native|3cpu|3vec|28compositeexplicitautograd"
-    r"|27compositeimplicitautograd)|4dnnl|5ideep|6fbgemm|7xnnpack|12pytorch_qnnp"
+    r"|27compositeimplicitautograd)|4dnnl|5ideep|6fbgemm|7xnnpack|12pytorch_qnnp|4gloo|3c10d"
+    r"|10tensorexpr"
 )
 _MANGLED_NAME = re.compile(
     r"(\d+)(_?(?:" + "|".join(map(re.escape, _ALLOWED_NAMES)) + r")(?:_[A-Za-z0-9_]*)?)"

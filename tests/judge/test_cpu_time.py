@@ -88,6 +88,13 @@ from cuda_gym.runtime.perf_sampling import (
         "at::Tensor at::native::(anonymous namespace)::_flatten_indices_impl<false>("
         "at::Tensor const&, c10::ArrayRef<long>)",
         "_ZN2at6native12_GLOBAL__N_126unfold_backward_cpu_kernelERNS_6TensorERKS2_lll",
+        # collective and JIT code no eager forward runs (red-team round 37: gloo's loops)
+        "void gloo::sum<float>(void*, void const*, void const*, unsigned long)",
+        "void gloo::product<float>(void*, void const*, void const*, unsigned long)",
+        "_ZN4gloo3sumIfEEvPvPKvS3_m",
+        "c10d::ProcessGroupGloo::allreduce(std::vector<at::Tensor>&)",
+        "torch::jit::tensorexpr::SimpleIREvaluator::call(std::vector<torch::jit::tensorexpr::"
+        "CodeGen::CallArg> const&)",
     ],
 )
 def test_torch_compute_kernels(name):
