@@ -126,13 +126,9 @@ CENSUS_CALL_EXTRA_S = 0.002
 # A burst with mixed calls that outlasts TIMING_BUDGET_S plus this many times census_s (a
 # solution much slower than its reference) ends there: the timed calls not reached are not made
 # (fewer than MIN_TIMED_RUNS reached, every call of the burst counts as timed: they were all
-# made alike), and the time is their mean or the solution's own time a call where that is more:
-# a solution that stalls to end the burst early is timed on its stalls, tens of ms a call.
+# made alike), and the time is their mean or the burst's wall time a call where that is more: a
+# solution that stalls to end the burst early is timed on its stalls, tens of ms a call at least.
 BURST_CENSUS_FACTOR = 4 * CENSUS_LATE_FACTOR
-# ... where the solution's own time in the calls (to "done" and handing over) was at least this
-# share of the burst's wall time; a burst the driver's own time filled (a loaded host) is timed
-# on its timed calls as they are.
-BURST_OWN_SHARE = 0.5
 MIN_TIMED_RUNS = 5
 # A profiled kernel time this far from the measured time is flagged (the profile is untrusted).
 PROFILE_MISMATCH_FACTOR = 1.5
@@ -795,7 +791,8 @@ class Driver:
         profiled = False
         if req.timing:
             with roles.alone(self.rep, "timing"):
-                timing, kept = self._time(served, exp, recheck=True, census=banned)
+                mixed = self._census_mixed(served) if banned else 0
+                timing, kept = self._time(served, exp, recheck=True, mixed=mixed)
                 if self.device == "cuda":
                     # In the same hold: CUPTI starts in milliseconds on a GPU (after timing, as
                     # it adds to every launch), and each exclusive hold costs a drain of the
@@ -839,7 +836,7 @@ class Driver:
         if req.profile and not profiled:
             self._profile(served, inputs, exp, fseed)
 
-    def _census_mixed(self, served: Served, overhead_s: float = 0.0) -> int:
+    def _census_mixed(self, served: Served) -> int:
         """How many untimed calls to mix into the timed ones (the CPU's census of them; 0).
 
         Timed calls are a random subset of one burst of calls all made alike: a solution can
@@ -848,12 +845,9 @@ class Driver:
         sampler sees it (red-team round 34: MKL's GEMM in the first calls of the timing only;
         round 35: MKL while calls came fast, the census after timing told apart by its
         pauses: 1 MKL sample in 718 calls, reward 1). A random number, at least
-        CENSUS_MIXED_CALLS where CENSUS_LATE_FACTOR times census_s holds them (never fewer
-        than CENSUS_SUSPECT_MIN_CALLS: a busy host must not thin the census out) at the pace of
+        CENSUS_MIXED_CALLS where CENSUS_LATE_FACTOR times census_s holds them at the pace of
         the reference's forward (the driver's own measure: the solution's untimed calls,
-        which it can slow at will, would set how few) plus `overhead_s`, the driver's own
-        time a call beyond the runner's (measured on the warm-up calls: seconds of it on a
-        loaded host).
+        which it can slow at will, would set how few).
         """
         watch = served.watch
         if watch is None or watch.attributor is None or self.device != "cpu":
@@ -861,10 +855,9 @@ class Driver:
         if self.req.census_s <= 0:
             return 0
         mixed = self.rng.randint(CENSUS_MIXED_CALLS, CENSUS_SUSPECT_MAX_CALLS)
-        pace_s = (self.reference_s or 0.0) + served.transport_ms / 1e3
-        pace_s += max(CENSUS_CALL_EXTRA_S, overhead_s)
+        pace_s = (self.reference_s or 0.0) + served.transport_ms / 1e3 + CENSUS_CALL_EXTRA_S
         fit = int(CENSUS_LATE_FACTOR * self.req.census_s / pace_s)
-        return min(mixed, max(CENSUS_SUSPECT_MIN_CALLS, fit))
+        return min(mixed, max(MIN_TIMED_RUNS, fit))
 
     def _census(self, served: Served, expected: list, after_timing: bool = False) -> None:
         """More untimed calls where the CPU sampler has seen too little of forward (CENSUS_*).
@@ -932,12 +925,12 @@ class Driver:
     # -- timing ---------------------------------------------------------------------------------
 
     def _time(
-        self, served: Served, expected: list, recheck: bool, census: bool = False
+        self, served: Served, expected: list, recheck: bool, mixed: int = 0
     ) -> tuple[TimingStats, list]:
         """Time `served` on fresh inputs per call; (stats, the calls to re-check).
 
-        census: mix the CPU's census (untimed calls, `_census_mixed`) into the timed calls, made
-        alike at random places: one burst of calls after the warm-up.
+        mixed: untimed calls (the CPU's census, `_census_mixed`) made alike among the timed
+        ones, at random places: one burst of calls after the warm-up.
 
         A call to re-check is (inputs or None, seed, forward seed, outputs): None where the
         inputs are to be drawn again from the seed (outputs then wait on the host).
@@ -972,17 +965,12 @@ class Driver:
         flush = Flush() if self.device == "cuda" else None
         round_trip, flush_alone = served.transport_ms, served.flush_alone_ms(flush)
         warm_until = perf_counter() + (WARMUP_MIN_S if self.device == "cuda" else 0.0)
-        k, overheads = 0, []
+        k = 0
         while k < warmup or perf_counter() < warm_until:
-            began = perf_counter()
             seed = secrets.randbits(62)
             inputs = make_inputs(self.task, seed, self.device, "as_is")
-            _, host_ms, _, finish_ms = served.timed_call(
-                inputs, expected, forward_seed(seed), flush
-            )
-            overheads.append(perf_counter() - began - (host_ms + finish_ms) / 1e3)
+            served.timed_call(inputs, expected, forward_seed(seed), flush)
             k += 1
-        mixed = self._census_mixed(served, statistics.median(overheads)) if census else 0
         host, flushes, finishes, kept = [], [], [], []
         served.event_ms.clear()  # the timed calls' only
         served.trace.clear()
@@ -990,7 +978,7 @@ class Driver:
         ends = float("inf")
         if mixed:
             ends = perf_counter() + TIMING_BUDGET_S + BURST_CENSUS_FACTOR * req.census_s
-        every = []  # (host, flush, finish) of each call of the burst, ms
+        every = []  # (host, flush, finish) of each call of the burst
         burst_started = perf_counter()
         n, cut = -1, False
         for place in range(runs + mixed):
@@ -1022,15 +1010,14 @@ class Driver:
         runs = len(host)
         work = sorted(max(0.0, h - round_trip) for h in host)
         median = statistics.median(work)
-        own_ms = sum(h + f for h, _, f in every)
-        if cut and own_ms >= BURST_OWN_SHARE * burst_ms:
-            # The solution's own time (to "done" and handing over) filled the burst: timed at
-            # that time's mean a call if it is more, stalls included (red-team round 36: MKL in
-            # the first 60 calls, then 1.8 s sleeps in forward or in an output's deleter ended
-            # the burst). An honest solution cut there is several times slower than its
-            # reference, its calls alike: its mean is its median. A burst cut by a loaded host
-            # (the driver's own time a call) is timed as it is.
-            median = max(median, statistics.fmean(work), own_ms / len(every))
+        if cut:
+            # At the calls' mean or the burst's wall time a call if either is more: a solution
+            # that ended the burst by stalling some calls, in them or while handing their
+            # outputs over, is timed on the stalls too (red-team round 36: MKL in the first 60
+            # calls, then 1.8 s sleeps in forward or in an output's deleter). That is tens of ms
+            # a call at the least, and an honest solution cut there is several times slower
+            # than its reference anyway.
+            median = max(median, statistics.fmean(work), burst_ms / len(every))
         p10, p90 = work[len(work) // 10], work[(9 * len(work)) // 10]
         flush_excess = statistics.median(flushes) - flush_alone
         stats = TimingStats(

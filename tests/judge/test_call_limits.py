@@ -1,7 +1,5 @@
 """How long one call of a runner may take (the driver's per-call limits), and what it costs."""
 
-import time
-
 import pytest
 
 from cuda_gym.judge.config import FIRST_CALL_EXTRA_S
@@ -121,8 +119,7 @@ def test_the_census_calls_are_made_among_the_timed_ones_alike():
 
     for seed in range(3):
         driver, served = _driver(seed), _FakeServed([0.5, 0.001, 0.001])
-        driver._census_mixed = lambda served, overhead_s=0.0: 200
-        stats, kept = driver._time(served, [torch.ones(4)], recheck=True, census=True)
+        stats, kept = driver._time(served, [torch.ones(4)], recheck=True, mixed=200)
         assert stats.runs >= 20 and driver.census_calls == stats.mixed_calls == 200
         assert not stats.burst_cut
         assert served.timed == stats.warmup_calls + stats.runs + 200
@@ -135,11 +132,7 @@ def test_the_census_calls_are_made_among_the_timed_ones_alike():
 def test_the_calls_mixed_in_fit_the_census_time():
     import types
 
-    from cuda_gym.judge.driver import (
-        CENSUS_MIXED_CALLS,
-        CENSUS_SUSPECT_MAX_CALLS,
-        CENSUS_SUSPECT_MIN_CALLS,
-    )
+    from cuda_gym.judge.driver import CENSUS_MIXED_CALLS, CENSUS_SUSPECT_MAX_CALLS, MIN_TIMED_RUNS
 
     def mixed(reference_s: float, census_s: float = 2.0, sampled: bool = True) -> int:
         driver = _driver()
@@ -150,75 +143,73 @@ def test_the_calls_mixed_in_fit_the_census_time():
         return driver._census_mixed(served)
 
     assert CENSUS_MIXED_CALLS <= mixed(0.0005) <= CENSUS_SUSPECT_MAX_CALLS
-    # 3 x 2 s of census at the reference's 10 ms a call (+ the round trip and the driver's 2 ms)
-    assert mixed(0.01) == int(6.0 / (0.01 + 0.00001 + 0.002))
-    # never fewer than CENSUS_SUSPECT_MIN_CALLS, however slow the reference
-    assert mixed(1.0) == mixed(30.0) == CENSUS_SUSPECT_MIN_CALLS
+    # 3 x 2 s of census at the reference's 1 s a call (+ the round trip and the driver's 2 ms)
+    assert mixed(1.0) == 5
+    assert mixed(0.1) == int(6.0 / (0.1 + 0.00001 + 0.002))
+    assert mixed(30.0) == MIN_TIMED_RUNS
     assert mixed(0.001, census_s=0) == 0
     assert mixed(0.001, sampled=False) == 0
 
 
-def _cut(served, driver=None):
-    """`served` timed with 1000 census calls mixed in and a burst that ends at once."""
+def test_a_burst_that_outlasts_its_time_is_timed_on_the_calls_made():
     import torch
 
     from cuda_gym.judge import driver as driver_module
-
-    driver = driver or _driver()
-    driver._census_mixed = lambda served, overhead_s=0.0: 1000
-    saved = driver_module.TIMING_BUDGET_S
-    try:
-        driver_module.TIMING_BUDGET_S, driver.req.census_s = 0.0, 0.0
-        stats, _ = driver._time(served, [torch.ones(4)], recheck=True, census=True)
-    finally:
-        driver_module.TIMING_BUDGET_S = saved
-    return stats, driver
-
-
-def test_a_burst_that_outlasts_its_time_is_timed_on_the_calls_made():
     from cuda_gym.judge.driver import MIN_TIMED_RUNS
 
-    served = _FakeServed([0.5, 0.001, 0.001])
-    served.timed_call = _slow(served.timed_call, 0.01)  # (the driver's own time: a busy host)
-    stats, driver = _cut(served)
-    # The burst ended as soon as it could: its calls count as timed, whether they were or not,
-    # as they are: the time that filled the burst was the driver's, not the solution's.
+    driver, served = _driver(), _FakeServed([0.5, 0.001, 0.001])
+    saved = driver_module.TIMING_BUDGET_S, driver.req.census_s
+    try:
+        driver_module.TIMING_BUDGET_S, driver.req.census_s = 0.0, 0.0
+        served.timed_call = _slow(served.timed_call, 0.01)
+        stats, _ = driver._time(served, [torch.ones(4)], recheck=True, mixed=1000)
+    finally:
+        driver_module.TIMING_BUDGET_S = saved[0]
+    # The burst ended as soon as it could: its calls count as timed, whether they were or not.
     assert stats.runs == MIN_TIMED_RUNS and driver.census_calls <= MIN_TIMED_RUNS
-    assert stats.burst_cut and stats.median_ms < 2.0
 
 
 def test_a_burst_ended_by_stalls_is_timed_on_the_stalls():
+    import torch
+
+    from cuda_gym.judge import driver as driver_module
     from cuda_gym.judge.driver import MIN_TIMED_RUNS
 
-    served = _FakeServed([0.5, 0.001, 0.001])
-    fast, made = served.timed_call, []
+    driver, served = _driver(), _FakeServed([0.5, 0.001, 0.001])
+    fast = served.timed_call
+    made = []
 
-    def stalling(*args):  # every other call stalls 50 ms before its "done"
+    def stalling(*args):  # every other call stalls 50 ms
         made.append(1)
         out, host_ms, flush_ms, finish_ms = fast(*args)
-        if len(made) % 2:
-            time.sleep(0.05)
-            host_ms = 50.0
-        return out, host_ms, flush_ms, finish_ms
+        return out, 50.0 if len(made) % 2 else host_ms, flush_ms, finish_ms
 
-    served.timed_call = stalling
-    stats, _ = _cut(served)
+    saved = driver_module.TIMING_BUDGET_S
+    try:
+        driver_module.TIMING_BUDGET_S, driver.req.census_s = 0.0, 0.0
+        served.timed_call = _slow(stalling, 0.01)
+        stats, _ = driver._time(served, [torch.ones(4)], recheck=True, mixed=1000)
+    finally:
+        driver_module.TIMING_BUDGET_S = saved
     # The cut burst's 5 calls: 2 or 3 of them stalls, whose mean shows either way.
     assert stats.runs == MIN_TIMED_RUNS and stats.median_ms > 15.0 and stats.burst_cut
 
 
-def test_a_burst_ended_by_stalls_while_handing_over_is_timed_on_them():
-    served = _FakeServed([0.5, 0.001, 0.001])
-    fast = served.timed_call
+def test_a_burst_ended_by_stalls_between_its_calls_is_timed_on_its_wall_time():
+    import torch
 
-    def stalling(*args):  # fast to its "done" (1 ms), then 30 ms handing its outputs over
-        out, host_ms, flush_ms, _ = fast(*args)
-        time.sleep(0.03)
-        return out, host_ms, flush_ms, 30.0
+    from cuda_gym.judge import driver as driver_module
 
-    served.timed_call = stalling
-    stats, _ = _cut(served)
-    assert stats.burst_cut and stats.median_ms >= 30.0
+    driver, served = _driver(), _FakeServed([0.5, 0.001, 0.001])
+    saved = driver_module.TIMING_BUDGET_S
+    try:
+        driver_module.TIMING_BUDGET_S, driver.req.census_s = 0.0, 0.0
+        # Every call fast to its "done" (1 ms), then 30 ms handing its outputs over.
+        served.timed_call = _slow(served.timed_call, 0.03)
+        stats, _ = driver._time(served, [torch.ones(4)], recheck=True, mixed=1000)
+    finally:
+        driver_module.TIMING_BUDGET_S = saved
+    assert stats.median_ms >= 30.0
 
 
 def _slow(call, seconds: float):
