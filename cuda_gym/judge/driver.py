@@ -1039,8 +1039,6 @@ class Driver:
             rechecked_by_seed=by_seed,
             runner_event_ms=statistics.median(served.event_ms) if served.event_ms else None,
             runner_trace_ms=served.trace_ms(),
-            mixed_calls=len(every) - len(host),
-            burst_cut=cut,
         )
         return stats, kept
 

@@ -270,10 +270,6 @@ class TimingStats:
             (placing inputs, census, seeding), "forward_host" (forward's launches, until it
             returned), "synchronise" (waiting for the GPU), "to_done" (until the driver read
             "done"). Never scored; None when not traced.
-        mixed_calls: On the CPU, the untimed calls made among the timed ones (one burst of
-            calls all made alike, the sampler's census: driver._census_mixed).
-        burst_cut: The burst reached its deadline before all its calls were made; the time is
-            then the largest of the median, the mean and the burst's wall time a call.
     """
 
     median_ms: float
@@ -294,8 +290,6 @@ class TimingStats:
     finish_min_ms: float = 0.0
     runner_event_ms: float | None = None
     runner_trace_ms: dict[str, float] | None = None
-    mixed_calls: int = 0
-    burst_cut: bool = False
 
 
 @dataclass

@@ -120,8 +120,7 @@ def test_the_census_calls_are_made_among_the_timed_ones_alike():
     for seed in range(3):
         driver, served = _driver(seed), _FakeServed([0.5, 0.001, 0.001])
         stats, kept = driver._time(served, [torch.ones(4)], recheck=True, mixed=200)
-        assert stats.runs >= 20 and driver.census_calls == stats.mixed_calls == 200
-        assert not stats.burst_cut
+        assert stats.runs >= 20 and driver.census_calls == 200
         assert served.timed == stats.warmup_calls + stats.runs + 200
         assert len(kept) == stats.rechecked_calls >= 6
         # Host times grow by a microsecond a call: timed calls in one block would span about
@@ -192,7 +191,7 @@ def test_a_burst_ended_by_stalls_is_timed_on_the_stalls():
     finally:
         driver_module.TIMING_BUDGET_S = saved
     # The cut burst's 5 calls: 2 or 3 of them stalls, whose mean shows either way.
-    assert stats.runs == MIN_TIMED_RUNS and stats.median_ms > 15.0 and stats.burst_cut
+    assert stats.runs == MIN_TIMED_RUNS and stats.median_ms > 15.0
 
 
 def test_a_burst_ended_by_stalls_between_its_calls_is_timed_on_its_wall_time():
