@@ -124,10 +124,10 @@ CENSUS_MIXED_CALLS = 800
 # handover, the outputs'): about 2 ms on CI's 2-core VM.
 CENSUS_CALL_EXTRA_S = 0.002
 # A burst with mixed calls that outlasts TIMING_BUDGET_S plus this many times census_s (a
-# solution much slower than its reference) ends there: the timed calls not reached are not made
-# (fewer than MIN_TIMED_RUNS reached, every call of the burst counts as timed: they were all
-# made alike), and the time is their mean or the burst's wall time a call where that is more: a
-# solution that stalls to end the burst early is timed on its stalls, tens of ms a call at least.
+# solution much slower than its reference) ends there: the timed calls not reached are not made.
+# Fewer than MIN_TIMED_RUNS reached, every call of the burst counts as timed (they were all made
+# alike), at their mean time where it is above their median: a solution that slows its calls to
+# end the burst early is timed on those slow calls.
 BURST_CENSUS_FACTOR = 4 * CENSUS_LATE_FACTOR
 MIN_TIMED_RUNS = 5
 # A profiled kernel time this far from the measured time is flagged (the profile is untrusted).
@@ -979,11 +979,9 @@ class Driver:
         if mixed:
             ends = perf_counter() + TIMING_BUDGET_S + BURST_CENSUS_FACTOR * req.census_s
         every = []  # (host, flush, finish) of each call of the burst
-        burst_started = perf_counter()
-        n, cut = -1, False
+        n = -1
         for place in range(runs + mixed):
             if perf_counter() > ends and len(every) >= MIN_TIMED_RUNS:
-                cut = True
                 break
             seed = secrets.randbits(62)
             inputs = make_inputs(self.task, seed, self.device, "as_is")
@@ -1004,20 +1002,17 @@ class Driver:
                 held = (None, _to_host(out)) if by_seed else (inputs, out)
                 kept.append((held[0], seed, fseed, held[1]))
             del inputs, out
-        burst_ms = 1e3 * (perf_counter() - burst_started)
-        if len(host) < MIN_TIMED_RUNS:  # (the burst ended at its time: BURST_CENSUS_FACTOR)
+        cut = len(host) < MIN_TIMED_RUNS  # (the burst ended at its time: BURST_CENSUS_FACTOR)
+        if cut:
             host, flushes, finishes = (list(column) for column in zip(*every))
         runs = len(host)
         work = sorted(max(0.0, h - round_trip) for h in host)
         median = statistics.median(work)
         if cut:
-            # At the calls' mean or the burst's wall time a call if either is more: a solution
-            # that ended the burst by stalling some calls, in them or while handing their
-            # outputs over, is timed on the stalls too (red-team round 36: MKL in the first 60
-            # calls, then 1.8 s sleeps in forward or in an output's deleter). That is tens of ms
-            # a call at the least, and an honest solution cut there is several times slower
-            # than its reference anyway.
-            median = max(median, statistics.fmean(work), burst_ms / len(every))
+            # The burst's calls all count, at their mean if that is more: a solution that
+            # ended the burst by stalling some calls is timed on the stalls too (red-team
+            # round 36: MKL in the first 60 calls, then 1.8 s sleeps: a median of MKL calls).
+            median = max(median, statistics.fmean(work))
         p10, p90 = work[len(work) // 10], work[(9 * len(work)) // 10]
         flush_excess = statistics.median(flushes) - flush_alone
         stats = TimingStats(
