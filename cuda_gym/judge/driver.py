@@ -126,8 +126,7 @@ CENSUS_CALL_EXTRA_S = 0.002
 # A burst with mixed calls that outlasts TIMING_BUDGET_S plus this many times census_s (a
 # solution much slower than its reference) ends there: the timed calls not reached are not made.
 # Fewer than MIN_TIMED_RUNS reached, every call of the burst counts as timed (they were all made
-# alike), at their mean time where it is above their median: a solution that slows its calls to
-# end the burst early is timed on those slow calls.
+# alike): a solution that slows its calls to end the burst early is timed on those slow calls.
 BURST_CENSUS_FACTOR = 4 * CENSUS_LATE_FACTOR
 MIN_TIMED_RUNS = 5
 # A profiled kernel time this far from the measured time is flagged (the profile is untrusted).
@@ -1002,17 +1001,11 @@ class Driver:
                 held = (None, _to_host(out)) if by_seed else (inputs, out)
                 kept.append((held[0], seed, fseed, held[1]))
             del inputs, out
-        cut = len(host) < MIN_TIMED_RUNS  # (the burst ended at its time: BURST_CENSUS_FACTOR)
-        if cut:
+        if len(host) < MIN_TIMED_RUNS:  # (the burst ended at its time: BURST_CENSUS_FACTOR)
             host, flushes, finishes = (list(column) for column in zip(*every))
         runs = len(host)
         work = sorted(max(0.0, h - round_trip) for h in host)
         median = statistics.median(work)
-        if cut:
-            # The burst's calls all count, at their mean if that is more: a solution that
-            # ended the burst by stalling some calls is timed on the stalls too (red-team
-            # round 36: MKL in the first 60 calls, then 1.8 s sleeps: a median of MKL calls).
-            median = max(median, statistics.fmean(work))
         p10, p90 = work[len(work) // 10], work[(9 * len(work)) // 10]
         flush_excess = statistics.median(flushes) - flush_alone
         stats = TimingStats(
