@@ -116,18 +116,6 @@ CENSUS_SUSPECT_MAX_CALLS = 1200
 # a little foreign compute fills the sample count in a few calls, and what the rules can see of
 # the compute is per call (red-team round 21: 2 NumPy samples beside 288 own in 36 calls).
 CENSUS_SUSPECT_MIN_CALLS = 400
-# The calls mixed into the timed ones (_census_mixed): between this and CENSUS_SUSPECT_MAX_CALLS.
-# MKL's GEMM for a small task (64 x 256 x 128, ~25 us of a 0.5 ms call) is a sample in about 90
-# calls: a thousand calls show about 11, where foreign_kernels needs 5 in dominated calls.
-CENSUS_MIXED_CALLS = 800
-# A call's time in the driver beyond the runner's forward and round trip (fresh inputs, their
-# handover, the outputs'): about 2 ms on CI's 2-core VM.
-CENSUS_CALL_EXTRA_S = 0.002
-# A burst with mixed calls that outlasts TIMING_BUDGET_S plus this many times census_s (a
-# solution much slower than its reference) ends there: the timed calls not reached are not made.
-# Fewer than MIN_TIMED_RUNS reached, every call of the burst counts as timed (they were all made
-# alike): a solution that slows its calls to end the burst early is timed on those slow calls.
-BURST_CENSUS_FACTOR = 4 * CENSUS_LATE_FACTOR
 MIN_TIMED_RUNS = 5
 # A profiled kernel time this far from the measured time is flagged (the profile is untrusted).
 PROFILE_MISMATCH_FACTOR = 1.5
@@ -790,8 +778,7 @@ class Driver:
         profiled = False
         if req.timing:
             with roles.alone(self.rep, "timing"):
-                mixed = self._census_mixed(served) if banned else 0
-                timing, kept = self._time(served, exp, recheck=True, mixed=mixed)
+                timing, kept = self._time(served, exp, recheck=True)
                 if self.device == "cuda":
                     # In the same hold: CUPTI starts in milliseconds on a GPU (after timing, as
                     # it adds to every launch), and each exclusive hold costs a drain of the
@@ -835,34 +822,15 @@ class Driver:
         if req.profile and not profiled:
             self._profile(served, inputs, exp, fseed)
 
-    def _census_mixed(self, served: Served) -> int:
-        """How many untimed calls to mix into the timed ones (the CPU's census of them; 0).
-
-        Timed calls are a random subset of one burst of calls all made alike: a solution can
-        tell neither by counting its calls nor by their pace which of them are timed, so what
-        it does to speed the timed calls up it does in most of the burst's calls, where the
-        sampler sees it (red-team round 34: MKL's GEMM in the first calls of the timing only;
-        round 35: MKL while calls came fast, the census after timing told apart by its
-        pauses: 1 MKL sample in 718 calls, reward 1). A random number, at least
-        CENSUS_MIXED_CALLS where CENSUS_LATE_FACTOR times census_s holds them at the pace of
-        the reference's forward (the driver's own measure: the solution's untimed calls,
-        which it can slow at will, would set how few).
-        """
-        watch = served.watch
-        if watch is None or watch.attributor is None or self.device != "cpu":
-            return 0
-        if self.req.census_s <= 0:
-            return 0
-        mixed = self.rng.randint(CENSUS_MIXED_CALLS, CENSUS_SUSPECT_MAX_CALLS)
-        pace_s = (self.reference_s or 0.0) + served.transport_ms / 1e3 + CENSUS_CALL_EXTRA_S
-        fit = int(CENSUS_LATE_FACTOR * self.req.census_s / pace_s)
-        return min(mixed, max(MIN_TIMED_RUNS, fit))
-
     def _census(self, served: Served, expected: list, after_timing: bool = False) -> None:
         """More untimed calls where the CPU sampler has seen too little of forward (CENSUS_*).
 
-        after_timing: after the timed calls, whose burst held the census of them
-        (`_census_mixed`): only the longer look at a forward with a foreign sample.
+        after_timing: the calls after the timed ones, a random number of them (at least
+        CENSUS_MIN_CALLS, whatever was sampled before). A solution that counts its calls
+        cannot tell where timing ended: what it does in the timed calls it does in these too,
+        where the sampler has the calls to see it (red-team round 34: MKL's GEMM in the warm-up
+        and timed calls only, 0-1 samples in their 36 calls, own work padded into the trials
+        so that the census before timing made no call: reward 2).
         """
         watch = served.watch
         if watch is None or watch.attributor is None or self.device != "cpu":
@@ -870,13 +838,17 @@ class Driver:
         watch.check(served.own_calls, self._reference_ms())
         start, census_s = perf_counter(), self.req.census_s
         late = start + CENSUS_LATE_FACTOR * census_s
+        floor = self.census_calls + CENSUS_MIN_CALLS if after_timing else CENSUS_MIN_CALLS
 
         def in_time(now: float) -> bool:
             if now < start + census_s:
                 return True
-            return self.census_calls < CENSUS_MIN_CALLS and now < late
+            return self.census_calls < floor and now < late
 
-        if not after_timing:
+        if after_timing:
+            least = floor + self.rng.randint(0, CENSUS_MIN_CALLS)
+            self._census_calls(served, expected, 0, least, in_time, least=least)
+        else:
             # A task that only moves data: the calls, not the samples (which an own spin fills
             # in a few calls), decide what a small foreign copy shows (round 26's NumPy
             # transposes: 0 NumPy samples in one judgement's 36 calls, beside its spin).
@@ -923,13 +895,8 @@ class Driver:
 
     # -- timing ---------------------------------------------------------------------------------
 
-    def _time(
-        self, served: Served, expected: list, recheck: bool, mixed: int = 0
-    ) -> tuple[TimingStats, list]:
+    def _time(self, served: Served, expected: list, recheck: bool) -> tuple[TimingStats, list]:
         """Time `served` on fresh inputs per call; (stats, the calls to re-check).
-
-        mixed: untimed calls (the CPU's census, `_census_mixed`) made alike among the timed
-        ones, at random places: one burst of calls after the warm-up.
 
         A call to re-check is (inputs or None, seed, forward seed, outputs): None where the
         inputs are to be drawn again from the seed (outputs then wait on the host).
@@ -973,27 +940,11 @@ class Driver:
         host, flushes, finishes, kept = [], [], [], []
         served.event_ms.clear()  # the timed calls' only
         served.trace.clear()
-        timed_at = set(self.rng.sample(range(runs + mixed), runs))
-        ends = float("inf")
-        if mixed:
-            ends = perf_counter() + TIMING_BUDGET_S + BURST_CENSUS_FACTOR * req.census_s
-        every = []  # (host, flush, finish) of each call of the burst
-        n = -1
-        for place in range(runs + mixed):
-            if perf_counter() > ends and len(every) >= MIN_TIMED_RUNS:
-                break
+        for n in range(runs):
             seed = secrets.randbits(62)
             inputs = make_inputs(self.task, seed, self.device, "as_is")
             fseed = forward_seed(seed)
-            marks = len(served.event_ms), len(served.trace)
             out, host_ms, flush_ms, finish_ms = served.timed_call(inputs, expected, fseed, flush)
-            every.append((host_ms, flush_ms, finish_ms))
-            if place not in timed_at:
-                del served.event_ms[marks[0] :], served.trace[marks[1] :]
-                self.census_calls += 1
-                del inputs, out
-                continue
-            n += 1
             host.append(host_ms)
             flushes.append(flush_ms)
             finishes.append(finish_ms)
@@ -1001,9 +952,6 @@ class Driver:
                 held = (None, _to_host(out)) if by_seed else (inputs, out)
                 kept.append((held[0], seed, fseed, held[1]))
             del inputs, out
-        if len(host) < MIN_TIMED_RUNS:  # (the burst ended at its time: BURST_CENSUS_FACTOR)
-            host, flushes, finishes = (list(column) for column in zip(*every))
-        runs = len(host)
         work = sorted(max(0.0, h - round_trip) for h in host)
         median = statistics.median(work)
         p10, p90 = work[len(work) // 10], work[(9 * len(work)) // 10]

@@ -46,7 +46,7 @@ class _FakeServed:
         return [inputs[0]], 1.0 + 0.001 * self.timed, 0.0, 0.5
 
 
-def _driver(seed: int = 0):
+def _timed(call_s: list):
     import random
     import types
 
@@ -55,19 +55,12 @@ def _driver(seed: int = 0):
     from cuda_gym.judge.driver import Driver
 
     driver = Driver.__new__(Driver)
-    driver.req = types.SimpleNamespace(warmup_runs=3, timed_runs=20, census_s=2.0)
-    driver.rng = random.Random(seed)
+    driver.req = types.SimpleNamespace(warmup_runs=3, timed_runs=20)
+    driver.rng = random.Random(0)
     driver.device = "cpu"
     driver.task = types.SimpleNamespace(get_inputs=lambda: [torch.ones(4)])
-    driver.census_calls = 0
-    driver.reference_s = 0.001
-    return driver
-
-
-def _timed(call_s: list):
-    import torch
-
-    stats, _ = _driver()._time(_FakeServed(call_s), [torch.ones(4)], recheck=True)
+    served = _FakeServed(call_s)
+    stats, _ = driver._time(served, [torch.ones(4)], recheck=True)
     return stats
 
 
@@ -112,67 +105,3 @@ def test_a_first_call_that_compiles_nothing_gets_a_few_seconds_more_on_either_de
 
     # (a profiled call still gets FIRST_CALL_EXTRA_S: the profiler's start)
     assert 1.0 <= first_call_extra_s("cpu") <= first_call_extra_s("cuda") < FIRST_CALL_EXTRA_S
-
-
-def test_the_census_calls_are_made_among_the_timed_ones_alike():
-    import torch
-
-    for seed in range(3):
-        driver, served = _driver(seed), _FakeServed([0.5, 0.001, 0.001])
-        stats, kept = driver._time(served, [torch.ones(4)], recheck=True, mixed=200)
-        assert stats.runs >= 20 and driver.census_calls == 200
-        assert served.timed == stats.warmup_calls + stats.runs + 200
-        assert len(kept) == stats.rechecked_calls >= 6
-        # Host times grow by a microsecond a call: timed calls in one block would span about
-        # `runs` microseconds; spread over the burst they span most of its 200 + runs.
-        assert stats.max_ms - stats.min_ms > 0.001 * (100 + stats.runs)
-
-
-def test_the_calls_mixed_in_fit_the_census_time():
-    import types
-
-    from cuda_gym.judge.driver import CENSUS_MIXED_CALLS, CENSUS_SUSPECT_MAX_CALLS, MIN_TIMED_RUNS
-
-    def mixed(reference_s: float, census_s: float = 2.0, sampled: bool = True) -> int:
-        driver = _driver()
-        driver.req.census_s, driver.reference_s = census_s, reference_s
-        attributor = object() if sampled else None
-        served = _FakeServed([0.5, 10.0, 10.0])  # (the solution's pace does not count)
-        served.watch = types.SimpleNamespace(attributor=attributor)
-        return driver._census_mixed(served)
-
-    assert CENSUS_MIXED_CALLS <= mixed(0.0005) <= CENSUS_SUSPECT_MAX_CALLS
-    # 3 x 2 s of census at the reference's 1 s a call (+ the round trip and the driver's 2 ms)
-    assert mixed(1.0) == 5
-    assert mixed(0.1) == int(6.0 / (0.1 + 0.00001 + 0.002))
-    assert mixed(30.0) == MIN_TIMED_RUNS
-    assert mixed(0.001, census_s=0) == 0
-    assert mixed(0.001, sampled=False) == 0
-
-
-def test_a_burst_that_outlasts_its_time_is_timed_on_the_calls_made():
-    import torch
-
-    from cuda_gym.judge import driver as driver_module
-    from cuda_gym.judge.driver import MIN_TIMED_RUNS
-
-    driver, served = _driver(), _FakeServed([0.5, 0.001, 0.001])
-    saved = driver_module.TIMING_BUDGET_S, driver.req.census_s
-    try:
-        driver_module.TIMING_BUDGET_S, driver.req.census_s = 0.0, 0.0
-        served.timed_call = _slow(served.timed_call, 0.01)
-        stats, _ = driver._time(served, [torch.ones(4)], recheck=True, mixed=1000)
-    finally:
-        driver_module.TIMING_BUDGET_S = saved[0]
-    # The burst ended as soon as it could: its calls count as timed, whether they were or not.
-    assert stats.runs == MIN_TIMED_RUNS and driver.census_calls <= MIN_TIMED_RUNS
-
-
-def _slow(call, seconds: float):
-    import time
-
-    def slowed(*args):
-        time.sleep(seconds)
-        return call(*args)
-
-    return slowed
