@@ -220,12 +220,18 @@ _CUDA_RUNTIME_PACKAGE = re.compile(r"/site-packages/(?:nvidia|triton|cupy|cupy_b
 # ... of which OpenMP's runtimes: their threads' time is mostly waiting at barriers, whoever's
 # work they wait for ("idle", outside the shares).
 _OPENMP_LIBRARY = re.compile(r"^lib(?:gomp|iomp5)")
+# The vendor libraries' namespaces (gloo's and c10d's reductions, tensorexpr's evaluator:
+# collective and JIT code no eager forward runs, whose elementwise loops did an add_mul task's
+# arithmetic as "runtime", red-team round 37: gloo::sum and gloo::product found in
+# libtorch_cpu's .symtab).
+_VENDOR_NAMESPACES = (
+    r"\b(?:dnnl|ideep|fbgemm|xnnpack|pytorch_qnnp|gloo|c10d)::|\btorch::jit::tensorexpr::"
+)
 # PyTorch's compute kernels (demangled names): ATen's kernels and per-backend operators, its
 # vendor libraries, BLAS and LAPACK names.
 _TORCH_COMPUTE = re.compile(
     r"\bat::(?:native|cpu|vec|compositeexplicitautograd\w*|compositeimplicitautograd)::"
-    r"|\b(?:dnnl|ideep|fbgemm|xnnpack|pytorch_qnnp|gloo|c10d)::|\btorch::jit::tensorexpr::"
-    r"|^(?:mkl_|MKL_|dnnl_|nnp_|xnn_)"
+    r"|" + _VENDOR_NAMESPACES + r"|^(?:mkl_|MKL_|dnnl_|nnp_|xnn_)"
     r"|^(?:cblas_|LAPACKE_)|^_?[sdczSDCZ](?:gemm|gemv|symm|syrk|trsm|trmm|axpy|dot|scal|ger|gesv"
     r"|getr[fs]|potr[fs]|geqrf|gesdd|syev|GEMM|GEMV|AXPY|DOT|SCAL)\w*$"
 )
@@ -1228,12 +1234,7 @@ def is_torch_compute(symbol: str) -> bool:
     return bool(_TORCH_COMPUTE.search(name)) and not _TORCH_ALLOWED.search(name)
 
 
-# (gloo's and c10d's reductions, tensorexpr's evaluator: collective and JIT code no eager
-# forward runs, whose elementwise loops did an add_mul task's arithmetic as "runtime", red-team
-# round 37: gloo::sum and gloo::product found in libtorch_cpu's .symtab)
-_VENDOR_COMPUTE = re.compile(
-    r"\b(?:dnnl|ideep|fbgemm|xnnpack|pytorch_qnnp|gloo|c10d)::|\btorch::jit::tensorexpr::"
-)
+_VENDOR_COMPUTE = re.compile(_VENDOR_NAMESPACES)
 
 
 # libtorch_cpu's C symbols (no C++ name) are the vendor libraries linked into it: MKL's BLAS,
